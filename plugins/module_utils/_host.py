@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Read-only access to a host's sysfs and procfs trees.
+
+Every file the collection reads on a target goes through HostFiles, so a
+captured tree (``sysfs_root``/``procfs_root``) or a test double can stand in
+for the live system. This is a private module: its API may change without notice.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+
+
+class HostFilesError(Exception):
+    """A tree root that cannot be read."""
+
+
+class HostFiles:
+    """Reads files below a sysfs root and a procfs root."""
+
+    def __init__(self, sysfs_root='/sys', procfs_root='/proc'):
+        self.sysfs_root = sysfs_root
+        self.procfs_root = procfs_root
+
+    def check_roots(self):
+        """Fail early, with the fix, when a root is not a readable directory."""
+        for option, root in (('sysfs_root', self.sysfs_root), ('procfs_root', self.procfs_root)):
+            if not os.path.isdir(root):
+                raise HostFilesError(
+                    "%s=%s is not a directory; point %s at a live or captured tree (default %s)"
+                    % (option, root, option, '/sys' if option == 'sysfs_root' else '/proc'))
+        if not os.path.isdir(os.path.join(self.sysfs_root, 'devices', 'system', 'cpu')):
+            raise HostFilesError(
+                "sysfs_root=%s has no devices/system/cpu; it does not look like a sysfs tree"
+                % self.sysfs_root)
+
+    @staticmethod
+    def _read(path):
+        try:
+            with open(path, 'r') as handle:
+                return handle.read()
+        except (IOError, OSError) as exc:
+            # Absent, unreadable and not-supported attributes all mean "no value" to callers.
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EINVAL,
+                             errno.ENODEV, errno.ENXIO, errno.EIO, errno.EPERM):
+                return None
+            raise
+
+    @staticmethod
+    def _list(path):
+        try:
+            return sorted(os.listdir(path))
+        except (IOError, OSError):
+            return []
+
+    def read_sys(self, *parts):
+        """Text of a sysfs attribute, stripped, or None when absent."""
+        text = self._read(os.path.join(self.sysfs_root, *parts))
+        return None if text is None else text.strip()
+
+    def list_sys(self, *parts):
+        return self._list(os.path.join(self.sysfs_root, *parts))
+
+    def read_proc(self, *parts):
+        """Raw text of a procfs file, or None when absent or gone."""
+        return self._read(os.path.join(self.procfs_root, *parts))
+
+    def list_proc(self, *parts):
+        return self._list(os.path.join(self.procfs_root, *parts))

@@ -1,0 +1,269 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The collection's only door to NVML.
+
+This file is the only one that imports ``pynvml`` (from the ``nvidia-ml-py``
+package). It turns NVML's error classes into messages that name the fix, and
+NVML's structures into plain Python values. This is a private module: its API
+may change without notice.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ctypes
+import traceback
+
+try:
+    import pynvml
+except ImportError:
+    pynvml = None
+    PYNVML_IMPORT_ERROR = traceback.format_exc()
+else:
+    PYNVML_IMPORT_ERROR = None
+
+PYNVML_PACKAGE = 'nvidia-ml-py'
+
+COMPUTE_MODES = {0: 'default', 1: 'exclusive_thread', 2: 'prohibited', 3: 'exclusive_process'}
+# nvidia-smi topo -m labels for NVML_TOPOLOGY_* levels.
+TOPOLOGY_LEVELS = {0: 'X', 10: 'PIX', 20: 'PXB', 30: 'PHB', 40: 'NODE', 50: 'SYS'}
+NVLINK_DEVICE_TYPE_SWITCH = 2
+
+# Hints keyed by NVML error class name; looked up by name so this table needs no pynvml.
+_FIXES = {
+    'NVMLError_LibraryNotFound': 'libnvidia-ml.so.1 was not found: the NVIDIA driver is not installed '
+                                 '(install it, for example with the gpufleet.core.nvidia_driver role)',
+    'NVMLError_DriverNotLoaded': 'the NVIDIA kernel module is not loaded: load it with "modprobe nvidia", '
+                                 'or reboot after a driver install',
+    'NVMLError_LibRmVersionMismatch': 'the NVML library and the loaded kernel module are different driver '
+                                      'versions (typically after an unattended upgrade): reboot, and hold '
+                                      'the driver packages',
+    'NVMLError_NoPermission': 'NVML refused the call for lack of permission: run the task with become: true',
+    'NVMLError_InsufficientSize': 'NVML needs a larger buffer for this query; upgrade nvidia-ml-py',
+    'NVMLError_GpuIsLost': 'a GPU has fallen off the bus: check dmesg for Xid errors; the host needs a reboot',
+    'NVMLError_FunctionNotFound': 'the driver is older than this NVML call; upgrade the driver',
+}
+
+
+class NvmlError(Exception):
+    """An NVML failure, described with the fix."""
+
+
+def explain(exc):
+    """One line that says what NVML reported and what to do about it."""
+    name = type(exc).__name__
+    fix = _FIXES.get(name)
+    text = str(exc) or name
+    return '%s (%s)' % (fix, text) if fix else 'NVML error: %s' % text
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode('utf-8', 'replace')
+    return value
+
+
+class Nvml:
+    """One NVML session; use as a context manager so nvmlShutdown always runs."""
+
+    def __init__(self, library=None):
+        self.nv = library if library is not None else pynvml
+        self._open = False
+
+    def __enter__(self):
+        try:
+            self.nv.nvmlInit()
+        except self.nv.NVMLError as exc:
+            raise NvmlError(explain(exc))
+        self._open = True
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._open:
+            try:
+                self.nv.nvmlShutdown()
+            except self.nv.NVMLError:
+                pass
+            self._open = False
+        return False
+
+    def _optional(self, call, *args):
+        """Run a query whose absence is normal on some GPUs (NotSupported, NotFound)."""
+        try:
+            return call(*args)
+        except (self.nv.NVMLError_NotSupported, self.nv.NVMLError_NotFound,
+                self.nv.NVMLError_InvalidArgument, self.nv.NVMLError_FunctionNotFound):
+            return None
+
+    def _required(self, call, *args):
+        try:
+            return call(*args)
+        except self.nv.NVMLError as exc:
+            raise NvmlError('%s: %s' % (call.__name__, explain(exc)))
+
+    # System -----------------------------------------------------------------
+
+    def system(self):
+        cuda = self._optional(self.nv.nvmlSystemGetCudaDriverVersion)
+        return {
+            'driver_version': _text(self._required(self.nv.nvmlSystemGetDriverVersion)),
+            'nvml_version': _text(self._optional(self.nv.nvmlSystemGetNVMLVersion)),
+            'cuda_driver_version': '%d.%d' % (cuda // 1000, (cuda % 1000) // 10) if cuda else None,
+        }
+
+    def device_handles(self):
+        count = self._required(self.nv.nvmlDeviceGetCount)
+        return [self._required(self.nv.nvmlDeviceGetHandleByIndex, index) for index in range(count)]
+
+    # One GPU ------------------------------------------------------------------
+
+    def identity(self, handle):
+        pci = self._required(self.nv.nvmlDeviceGetPciInfo, handle)
+        memory = self._required(self.nv.nvmlDeviceGetMemoryInfo, handle)
+        return {
+            'uuid': _text(self._required(self.nv.nvmlDeviceGetUUID, handle)),
+            'name': _text(self._required(self.nv.nvmlDeviceGetName, handle)),
+            'pci_bus_id': _text(pci.busId),
+            'memory_total_mb': int(memory.total) // (1024 * 1024),
+        }
+
+    def modes(self, handle):
+        persistence = self._optional(self.nv.nvmlDeviceGetPersistenceMode, handle)
+        compute = self._optional(self.nv.nvmlDeviceGetComputeMode, handle)
+        mig = self._optional(self.nv.nvmlDeviceGetMigMode, handle)
+        return {
+            'persistence_mode': None if persistence is None else bool(persistence),
+            'compute_mode': COMPUTE_MODES.get(compute) if compute is not None else None,
+            'mig_capable': mig is not None,
+            'mig_mode_current': None if mig is None else ('enabled' if mig[0] else 'disabled'),
+            'mig_mode_pending': None if mig is None else ('enabled' if mig[1] else 'disabled'),
+        }
+
+    def cpu_affinity_words(self, handle, cpu_id_span):
+        words = (cpu_id_span + 63) // 64 or 1
+        return self._optional(self.nv.nvmlDeviceGetCpuAffinity, handle, words)
+
+    def memory_affinity_words(self, handle, node_id_span):
+        words = (node_id_span + 63) // 64 or 1
+        getter = getattr(self.nv, 'nvmlDeviceGetMemoryAffinity', None)
+        if getter is None:
+            return None
+        return self._optional(getter, handle, words, self.nv.NVML_AFFINITY_SCOPE_NODE)
+
+    def compute_pids(self, handle):
+        processes = self._optional(self.nv.nvmlDeviceGetComputeRunningProcesses, handle)
+        return sorted(set(int(process.pid) for process in processes or []))
+
+    # MIG ----------------------------------------------------------------------
+
+    def _placements(self, handle, profile_id):
+        """nvidia-ml-py leaves the array to the caller: ask for the count, then fill."""
+        count = ctypes.c_uint(0)
+        call = self.nv.nvmlDeviceGetGpuInstancePossiblePlacements
+        if self._optional(call, handle, profile_id, None, ctypes.byref(count)) is None or not count.value:
+            return []
+        placements = (self.nv.c_nvmlGpuInstancePlacement_t * count.value)()
+        self._required(call, handle, profile_id, placements, ctypes.byref(count))
+        return [{'start': int(p.start), 'size': int(p.size)} for p in placements[:count.value]]
+
+    def mig_profiles(self, handle):
+        """The GPU-instance profiles this GPU offers, as NVML describes them."""
+        profiles = []
+        for profile_index in range(self.nv.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            info = self._optional(self.nv.nvmlDeviceGetGpuInstanceProfileInfo, handle, profile_index)
+            if info is None:
+                continue
+            name = _text(getattr(info, 'name', None)) or ''
+            profiles.append({
+                'profile_index': profile_index,
+                'id': int(info.id),
+                'name': name[4:] if name.startswith('MIG ') else name,
+                'slice_count': int(info.sliceCount),
+                'max_count': int(info.instanceCount),
+                'memory_mb': int(info.memorySizeMB),
+                'multiprocessor_count': int(info.multiprocessorCount),
+                'placements': self._placements(handle, info.id),
+            })
+        return profiles
+
+    def gpu_instances(self, handle, profiles):
+        """Existing GPU instances with their compute instances, in GPU-instance id order."""
+        instances = []
+        for profile in profiles:
+            slots = (self.nv.c_nvmlGpuInstance_t * max(profile['max_count'], 1))()
+            count = ctypes.c_uint(0)
+            self._required(self.nv.nvmlDeviceGetGpuInstances, handle, profile['id'], slots, ctypes.byref(count))
+            for gi in slots[:count.value]:
+                info = self._required(self.nv.nvmlGpuInstanceGetInfo, gi)
+                instances.append({
+                    'id': int(info.id),
+                    'profile_id': int(info.profileId),
+                    'profile': profile['name'],
+                    'placement': {'start': int(info.placement.start), 'size': int(info.placement.size)},
+                    'compute_instances': self._compute_instances(gi),
+                })
+        return sorted(instances, key=lambda item: item['id'])
+
+    def _compute_instances(self, gi):
+        found = []
+        for profile_index in range(self.nv.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+            info = self._optional(self.nv.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, profile_index,
+                                  self.nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+            if info is None:
+                continue
+            slots = (self.nv.c_nvmlComputeInstance_t * max(int(info.instanceCount), 1))()
+            count = ctypes.c_uint(0)
+            self._required(self.nv.nvmlGpuInstanceGetComputeInstances, gi, info.id, slots, ctypes.byref(count))
+            for ci in slots[:count.value]:
+                ci_info = self._required(self.nv.nvmlComputeInstanceGetInfo, ci)
+                found.append({
+                    'id': int(ci_info.id),
+                    'profile_id': int(ci_info.profileId),
+                    'slice_count': int(info.sliceCount),
+                })
+        return sorted(found, key=lambda item: item['id'])
+
+    def mig_devices(self, handle):
+        """(gpu_instance_id, compute_instance_id) -> MIG device UUID."""
+        count = self._optional(self.nv.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
+        uuids = {}
+        for index in range(count):
+            mig = self._optional(self.nv.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
+            if mig is None:
+                continue
+            key = (int(self._required(self.nv.nvmlDeviceGetGpuInstanceId, mig)),
+                   int(self._required(self.nv.nvmlDeviceGetComputeInstanceId, mig)))
+            uuids[key] = _text(self._required(self.nv.nvmlDeviceGetUUID, mig))
+        return uuids
+
+    # Links between GPUs -------------------------------------------------------
+
+    def common_ancestor(self, handle_a, handle_b):
+        level = self._optional(self.nv.nvmlDeviceGetTopologyCommonAncestor, handle_a, handle_b)
+        return None if level is None else TOPOLOGY_LEVELS.get(int(level), str(level))
+
+    def nvlink_peers(self, handle):
+        """Active NVLinks of one GPU: (peer PCI bus ids -> link count, links to NVSwitches)."""
+        peers = {}
+        switch_links = 0
+        for link in range(self.nv.NVML_NVLINK_MAX_LINKS):
+            state = self._optional(self.nv.nvmlDeviceGetNvLinkState, handle, link)
+            if state is None:
+                if link == 0:
+                    break  # no NVLink on this GPU at all
+                continue
+            if not state:
+                continue
+            kind = self._optional(self.nv.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+            if kind == NVLINK_DEVICE_TYPE_SWITCH:
+                switch_links += 1
+                continue
+            remote = self._optional(self.nv.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+            if remote is not None:
+                bus_id = _text(remote.busId).lower()
+                peers[bus_id] = peers.get(bus_id, 0) + 1
+        return peers, switch_links

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build localhost/gpufleet-testbed:<hash> (+ :latest): a minimal bookworm systemd rootfs, no registry needed.
+set -euo pipefail
+
+name=localhost/gpufleet-testbed
+suite=bookworm
+include=python3,systemd,systemd-sysv,dbus,iproute2,sudo
+
+# The Debian mirror this machine already uses: first URIs of a deb822 stanza serving "$suite".
+mirror=$(awk -v s="$suite" '
+  /^URIs:/ {u=$2} /^Suites:/ {for (i=2; i<=NF; i++) if ($i==s) m=u}
+  /^$/ {u=""} END {print m}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
+mirror=${mirror:-http://deb.debian.org/debian}
+
+hash=$( { echo "$suite $include $mirror"; cat "$0"; } | sha256sum | cut -c1-12)
+if podman image exists "$name:$hash"; then
+  podman tag "$name:$hash" "$name:latest"
+  exit 0
+fi
+
+root=$(mktemp -d /var/tmp/gpufleet-rootfs.XXXXXX)
+trap 'rm -rf "$root"' EXIT
+log="$root.log"
+if ! debootstrap --variant=minbase --include="$include" "$suite" "$root" "$mirror" >"$log" 2>&1; then
+  tail -n 30 "$log" >&2; rm -f "$log"; exit 1
+fi
+rm -f "$log"
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+# An emptied lists dir with a fresh mtime makes apt's cache_valid_time skip "apt-get update".
+touch -d @0 "$root/var/lib/apt/lists"
+tar -C "$root" -c . | podman import -q - "$name:$hash" >/dev/null
+podman tag "$name:$hash" "$name:latest"
+echo "image.sh: built $name:$hash"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install and configure rootful podman for molecule on this cgroup-v1 hybrid Debian 12 host.
+set -euo pipefail
+
+pkgs=(podman runc debootstrap uidmap slirp4netns fuse-overlayfs)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# crun cannot run on a cgroup-v1 hybrid host, and podman's default ulimits (1048576)
+# exceed our hard limit without CAP_SYS_RESOURCE, so runc's setrlimit would fail.
+conf=/etc/containers/containers.conf
+want='[containers]
+default_ulimits = [
+  "nofile=16384:16384",
+  "nproc=16384:16384",
+]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"'
+mkdir -p /etc/containers
+if [ ! -f "$conf" ] || [ "$(cat "$conf")" != "$want" ]; then
+  printf '%s\n' "$want" >"$conf"
+fi
+
+# Many systemd containers exhaust the default 128 inotify instances and hang at "initializing".
+if [ "$(sysctl -n fs.inotify.max_user_instances)" -lt 4096 ]; then
+  sysctl -q -w fs.inotify.max_user_instances=4096
+fi
