@@ -37,7 +37,7 @@ def _node_of_cpus(cpus, nodes):
     return holders[0] if len(holders) == 1 else None
 
 
-def _locate_gpu(files, nvml, handle, pci_bus_id, cpu_id_span, nodes):
+def _locate_gpu(files, nvml, handle, pci_bus_id, online, nodes):
     """NUMA node and local CPUs of a GPU: sysfs first, NVML affinity where the kernel says -1.
 
     Where the kernel says -1 it also lists every CPU as local, so NVML's CPU affinity is the better answer.
@@ -50,19 +50,19 @@ def _locate_gpu(files, nvml, handle, pci_bus_id, cpu_id_span, nodes):
     source = None
     if len(mem_nodes) == 1 and mem_nodes[0] in set(n['id'] for n in nodes):
         node, source = mem_nodes[0], 'nvml_memory_affinity'
-    words = nvml.cpu_affinity_words(handle, cpu_id_span)
-    nvml_cpus = cpus_from_words(words) if words else []
+    words = nvml.cpu_affinity_words(handle, max(online) + 1 if online else 1)
+    nvml_cpus = [cpu for cpu in (cpus_from_words(words) if words else []) if cpu in online]
     if node is None and nvml_cpus:
         node = _node_of_cpus(nvml_cpus, nodes)
         source = 'nvml_cpu_affinity' if node is not None else None
     return node, source or 'unknown', nvml_cpus or local or []
 
 
-def _gpu_facts(files, nvml, index, handle, cpu_id_span, nodes):
+def _gpu_facts(files, nvml, index, handle, online, nodes):
     gpu = {'index': index}
     gpu.update(nvml.identity(handle))
     gpu['pci_address'] = sysfs_pci_address(gpu['pci_bus_id'])
-    node, source, local = _locate_gpu(files, nvml, handle, gpu['pci_bus_id'], cpu_id_span, nodes)
+    node, source, local = _locate_gpu(files, nvml, handle, gpu['pci_bus_id'], online, nodes)
     gpu['numa_node'] = node
     gpu['numa_node_source'] = source
     gpu['local_cpus'] = local
@@ -115,12 +115,12 @@ def _links(nvml, handles, gpus):
     return links, any(switch for _peers, switch in nvlinks)
 
 
-def _gpu_section(files, nvml_library, cpu_id_span, nodes):
+def _gpu_section(files, nvml_library, online, nodes):
     """NVML facts; NvmlError means no usable NVML, which the caller reports."""
     with Nvml(nvml_library) as nvml:
         system = nvml.system()
         handles = nvml.device_handles()
-        gpus = [_gpu_facts(files, nvml, index, handle, cpu_id_span, nodes) for index, handle in enumerate(handles)]
+        gpus = [_gpu_facts(files, nvml, index, handle, online, nodes) for index, handle in enumerate(handles)]
         links, nvswitch = _links(nvml, handles, gpus)
     return system, gpus, links, nvswitch
 
@@ -152,8 +152,7 @@ def gather(files, nvml_library=None, require_gpus=False):
                                    'on the target; install it to gather GPU facts')
     else:
         try:
-            cpu_id_span = max(cpu['online'] + cpu['offline'] + [0]) + 1
-            system, gpus, links, nvswitch = _gpu_section(files, nvml_library, cpu_id_span, nodes)
+            system, gpus, links, nvswitch = _gpu_section(files, nvml_library, frozenset(cpu['online']), nodes)
         except NvmlError as exc:
             facts['nvml']['reason'] = str(exc)
         else:

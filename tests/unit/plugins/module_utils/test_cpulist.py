@@ -1,0 +1,81 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import (
+    CpuListError,
+    cpus_from_words,
+    format_cpulist,
+    parse_cpulist,
+    parse_cpumask,
+)
+
+
+@pytest.mark.parametrize('text, cpus', [
+    ('0-3,8,10-11', [0, 1, 2, 3, 8, 10, 11]),
+    ('0', [0]),
+    ('', []),
+    ('   \n', []),
+    (' 0-1 , 4 \n', [0, 1, 4]),
+    ('0,4,8,12', [0, 4, 8, 12]),
+    ('3,1,2', [1, 2, 3]),
+    ('0-1,1-2', [0, 1, 2]),
+    ('1022-1023,4094', [1022, 1023, 4094]),
+])
+def test_parse_cpulist(text, cpus):
+    assert parse_cpulist(text) == cpus
+
+
+@pytest.mark.parametrize('text', ['0-', '-3', 'a', '3-1', '0,,1', '0-1-2', ',', '1.5', None])
+def test_parse_cpulist_rejects_malformed_lists(text):
+    with pytest.raises(CpuListError) as caught:
+        parse_cpulist(text)
+    assert 'CPU list' in str(caught.value)
+
+
+@pytest.mark.parametrize('cpus, text', [
+    ([0, 1, 2, 3, 8, 10, 11], '0-3,8,10-11'),
+    ([], ''),
+    ([5], '5'),
+    ([0, 2, 4], '0,2,4'),
+    ({3, 1, 2}, '1-3'),
+    ([64, 65, 127, 4095], '64-65,127,4095'),
+])
+def test_format_cpulist(cpus, text):
+    assert format_cpulist(cpus) == text
+
+
+def test_format_cpulist_rejects_negative_numbers():
+    with pytest.raises(CpuListError):
+        format_cpulist([-1, 0])
+
+
+@given(st.sets(st.integers(min_value=0, max_value=8191), max_size=300))
+def test_format_then_parse_is_identity(cpus):
+    assert parse_cpulist(format_cpulist(cpus)) == sorted(cpus)
+
+
+@pytest.mark.parametrize('mask, cpus', [
+    ('0000000f', [0, 1, 2, 3]),
+    ('00000001,00000000', [32]),
+    ('ffffffff,ffffffff', list(range(64))),
+    ('00000000,00000000', []),
+    ('', []),
+    ('0000ff00\n', list(range(8, 16))),
+])
+def test_parse_cpumask(mask, cpus):
+    assert parse_cpumask(mask) == cpus
+
+
+def test_parse_cpumask_rejects_non_hex():
+    with pytest.raises(CpuListError):
+        parse_cpumask('0000zz00')
+
+
+def test_cpus_from_words_uses_64_bit_words():
+    assert cpus_from_words([0b101, 1]) == [0, 2, 64]
+    assert cpus_from_words([]) == []
