@@ -398,6 +398,8 @@ class _Sim(object):
         self.state_path = os.environ.get('GPUFLEET_NVML_SIM_STATE', default_state)
         self.calls = {}
         self.state = self._read_state()
+        if not os.path.exists(self.state_path):
+            self.save()  # so simctl can act on it between sessions
         self.gpus = [_Gpu(self, index, spec) for index, spec in enumerate(self.host.get('gpus', []))]
 
     def _read_state(self):
@@ -423,6 +425,9 @@ class _Sim(object):
     def count(self, function, mutation=False):
         """Count a call and raise an injected fault when its turn has come."""
         self.calls[function] = self.calls.get(function, 0) + 1
+        if mutation:
+            self.state['mutations'] = self.state.get('mutations', 0) + 1
+            self.save()
         for fault in self.state.get('faults', []):
             if fault['function'] == function:
                 if fault.get('skip', 0) > 0:
@@ -432,8 +437,6 @@ class _Sim(object):
                 self.state['faults'].remove(fault)
                 self.save()
                 _raise(fault.get('error', NVML_ERROR_UNKNOWN))
-        if mutation:
-            self.state['mutations'] = self.state.get('mutations', 0) + 1
 
 
 _sim = None
@@ -1014,7 +1017,8 @@ def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
     sim = _session('nvmlGpuInstanceCreateComputeInstance', mutation=True)
     entry = _ci_profile(sim, gpuInstance, profileId)
     gi = gpuInstance.record()
-    for start in range(0, entry['gi_compute'] - entry['size'] + 1, entry['size']):
+    # Like GPU instances, compute instances take the highest free slot.
+    for start in reversed(range(0, entry['gi_compute'] - entry['size'] + 1, entry['size'])):
         if _ci_fits(gi, entry['size'], start):
             used_ids = set(ci['id'] for ci in gi['compute_instances'])
             ci_id = min(i for i in range(0, 8) if i not in used_ids)
