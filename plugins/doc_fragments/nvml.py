@@ -11,6 +11,7 @@ __metaclass__ = type
 class ModuleDocFragment:
 
     DOCUMENTATION = r'''
+options: {}
 requirements:
   - nvidia-ml-py (the Python package that provides the C(pynvml) module) on the target.
   - The NVIDIA driver, whose C(libnvidia-ml.so.1) NVML loads.

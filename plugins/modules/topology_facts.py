@@ -22,7 +22,7 @@ description:
     with O(require_gpus=false), together with C(gpus=[]) and the reason.
   - Starts no subprocess and initialises NVML once per run.
 author:
-  - gpufleet.core developers
+  - gpufleet.core developers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.core.attributes
   - gpufleet.core.attributes.FACTS
@@ -121,7 +121,7 @@ ansible_facts:
               returned: always
               sample: [0, 1, 2, 3]
             online_cpulist:
-              description: O(ansible_facts.gpufleet_topology.cpu.online) in the kernel's list form.
+              description: RV(ansible_facts.gpufleet_topology.cpu.online) in the kernel's list form.
               type: str
               returned: always
               sample: 0-63

@@ -162,10 +162,10 @@ class NVMLError(Exception):
     _valClassMapping = dict()
     _errcode_to_string = _ERROR_STRINGS
 
-    def __new__(typ, value):
-        if typ == NVMLError:
-            typ = NVMLError._valClassMapping.get(value, typ)
-        obj = Exception.__new__(typ)
+    def __new__(cls, value):
+        # NVMLError(code) builds the subclass for that code, as nvidia-ml-py does.
+        target = NVMLError._valClassMapping.get(value, cls) if cls is NVMLError else cls
+        obj = Exception.__new__(target)
         obj.value = value
         return obj
 

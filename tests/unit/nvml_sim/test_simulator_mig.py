@@ -49,7 +49,7 @@ def one_gpu_host(tmp_path, monkeypatch):
         sessions.append(True)
         return pynvml.nvmlDeviceGetHandleByIndex(0), str(path), str(tmp_path / 'state.json')
     yield make
-    for _ in sessions:
+    for _open_session in sessions:
         pynvml.nvmlShutdown()
 
 
@@ -99,7 +99,7 @@ def test_each_profile_fills_to_its_maximum_and_no_further(one_gpu_host, model, n
     name = sorted(PROFILE_TABLES[model])[name_index]
     profile_id, maximum, _slices = PROFILE_TABLES[model][name]
     assert pynvml.nvmlDeviceGetGpuInstanceRemainingCapacity(handle, profile_id) == maximum
-    for _ in range(maximum):
+    for _instance in range(maximum):
         pynvml.nvmlDeviceCreateGpuInstance(handle, profile_id)
     with pytest.raises(pynvml.NVMLError_InsufficientResources):
         pynvml.nvmlDeviceCreateGpuInstance(handle, profile_id)
@@ -124,7 +124,7 @@ def test_creation_order_matters_as_in_the_mig_user_guide(one_gpu_host):
         pynvml.nvmlDeviceCreateGpuInstance(handle, profile_id)
     with pytest.raises(pynvml.NVMLError_InsufficientResources):
         pynvml.nvmlDeviceCreateGpuInstance(handle, 9)
-    for gi in reversed([gi for gi in _all_instances(handle)]):
+    for gi in reversed(list(_all_instances(handle))):
         pynvml.nvmlGpuInstanceDestroy(gi)
     for profile_id in (9, 19, 19, 14):
         pynvml.nvmlDeviceCreateGpuInstance(handle, profile_id)

@@ -1,0 +1,25 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.core.plugins.plugin_utils._topology import (
+    cpulist_compact,
+    cpulist_expand,
+    gpu_numa_cpulist,
+)
+
+
+class FilterModule:
+    """CPU-list and topology filters."""
+
+    def filters(self):
+        return {
+            'cpulist_expand': cpulist_expand,
+            'cpulist_compact': cpulist_compact,
+            'gpu_numa_cpulist': gpu_numa_cpulist,
+        }

@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller-side access to the topology model: turns its errors into AnsibleFilterError.
+
+This is a private module: its API may change without notice.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import TopologyModelError, gpu_node_cpus
+
+
+def _guarded(name, call, *args):
+    try:
+        return call(*args)
+    except (CpuListError, TopologyModelError) as exc:
+        raise AnsibleFilterError('gpufleet.core.%s: %s' % (name, exc))
+
+
+def cpulist_expand(text):
+    return _guarded('cpulist_expand', parse_cpulist, text)
+
+
+def cpulist_compact(cpus):
+    if isinstance(cpus, (str, bytes)) or not hasattr(cpus, '__iter__'):
+        raise AnsibleFilterError('gpufleet.core.cpulist_compact: expected a list of CPU numbers, got %r' % (cpus,))
+    return _guarded('cpulist_compact', format_cpulist, cpus)
+
+
+def gpu_numa_cpulist(topology, gpu):
+    if not isinstance(topology, dict) or 'gpus' not in topology:
+        raise AnsibleFilterError('gpufleet.core.gpu_numa_cpulist: the input must be '
+                                 "ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts")
+    return format_cpulist(_guarded('gpu_numa_cpulist', gpu_node_cpus, topology, gpu))

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs every test stage, prints how long each took, and fails if any stage failed.
+# Usage: tests/run.sh [STAGE...]   (default: all stages, in order)
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+all_stages=(setup units units-oldest sanity lint galaxy molecule)
+stages=("${@:-${all_stages[@]}}")
+
+export PYTHONDONTWRITEBYTECODE=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
+collections="$repo/build/collections"
+
+link_collection() { # the checkout as ansible_collections/gpufleet/core, for imports and FQCNs
+  mkdir -p "$collections/ansible_collections/gpufleet"
+  ln -sfn ../../../.. "$collections/ansible_collections/gpufleet/core"
+}
+
+copy_collection() { # DEST: a real copy of the tracked tree; ansible-test refuses a symlinked root
+  rm -rf "$1" && mkdir -p "$1"
+  git ls-files -co --exclude-standard -z | tar --null -cf - -T - | tar -xf - -C "$1"
+}
+
+stage_setup() {
+  tests/testbed/venv.sh all
+  link_collection
+}
+
+stage_units() {
+  link_collection
+  PYTHONPATH="$collections" .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit
+}
+
+stage_units-oldest() {
+  link_collection
+  PYTHONPATH="$collections" .venv-oldest/bin/python -m pytest -q -p no:cacheprovider tests/unit
+}
+
+stage_sanity() {
+  local copy="$repo/build/sanity/ansible_collections/gpufleet/core"
+  tests/testbed/get-pip-standin.sh
+  copy_collection "$copy"
+  # Target-side code must compile on every Python that Ubuntu 20.04-24.04 and Debian 12 ship.
+  local pybin="$repo/build/pythons" root
+  root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
+  mkdir -p "$pybin"
+  for v in 3.8 3.9 3.10 3.11 3.12 3.13; do
+    ln -sfn "$(ls -d "$root"/versions/$v.*/bin/python$v | sort -V | tail -n1)" "$pybin/python$v"
+  done
+  (cd "$copy" && PATH="$pybin:$repo/.venv/bin:$PATH" \
+     ansible-test sanity --local --requirements --python 3.12 -v 2>&1 | grep -vE '^(Looking in|WARNING: Location|  Downloading|Collecting|Processing|Installing|Successfully|Requirement already|Attempting|Found existing|Uninstalling|Using cached| +━)'
+   exit "${PIPESTATUS[0]}") || return 1
+  (cd "$copy" && PATH="$pybin:$repo/.venv/bin:$PATH" \
+     ansible-test sanity --local --test compile --python 3.8 --python 3.9 --python 3.10 --python 3.11 --python 3.13)
+}
+
+stage_lint() {
+  link_collection
+  ANSIBLE_COLLECTIONS_PATH="$collections" .venv/bin/ansible-lint --profile production
+}
+
+stage_galaxy() {
+  tests/integration/installed_collection.sh "$repo/.venv" && \
+  tests/integration/installed_collection.sh "$repo/.venv-oldest"
+}
+
+stage_molecule() {
+  tests/testbed/molecule.sh topology_facts
+}
+
+passed=0 failed=0
+declare -a report
+for stage in "${stages[@]}"; do
+  if ! declare -F "stage_$stage" >/dev/null; then
+    echo "tests/run.sh: unknown stage '$stage' (stages: ${all_stages[*]})" >&2
+    exit 2
+  fi
+  echo "=== stage $stage"
+  start=$(date +%s)
+  if "stage_$stage"; then result=ok; passed=$((passed + 1)); else result=FAILED; failed=$((failed + 1)); fi
+  seconds=$(( $(date +%s) - start ))
+  report+=("$(printf '%-14s %-7s %5ss' "$stage" "$result" "$seconds")")
+  echo "=== stage $stage: $result in ${seconds}s"
+done
+echo
+echo "Stage timings:"
+printf '  %s\n' "${report[@]}"
+echo "stages: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
