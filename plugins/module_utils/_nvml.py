@@ -36,7 +36,7 @@ NVLINK_DEVICE_TYPE_SWITCH = 2
 # Hints keyed by NVML error class name; looked up by name so this table needs no pynvml.
 _FIXES = {
     'NVMLError_LibraryNotFound': 'libnvidia-ml.so.1 was not found: the NVIDIA driver is not installed '
-                                 '(install it, for example with the gpufleet.core.nvidia_driver role)',
+                                 'on this host (install it to see its GPUs)',
     'NVMLError_DriverNotLoaded': 'the NVIDIA kernel module is not loaded: load it with "modprobe nvidia", '
                                  'or reboot after a driver install',
     'NVMLError_LibRmVersionMismatch': 'the NVML library and the loaded kernel module are different driver '

@@ -59,37 +59,49 @@ def _cpu_model(files):
 
 
 def read_cpu(files):
-    """Sockets, cores, threads, online/offline CPUs and SMT sibling groups."""
+    """Sockets, cores, threads, online/offline CPUs and SMT sibling groups.
+
+    Reads one sibling list per core and one package list per socket, not every file of every CPU:
+    on a 224-CPU host that is about 115 reads instead of 700.
+    """
     online = _cpulist_attr(files, _CPU_DIR + ('online',), 'online CPUs')
     if online is None:
         online = sorted(int(name[3:]) for name in files.list_sys(*_CPU_DIR)
                         if re.match(r'^cpu\d+$', name))
     offline = _cpulist_attr(files, _CPU_DIR + ('offline',), 'offline CPUs') or []
-    packages = set()
-    cores = set()
-    sibling_groups = set()
+    online_set = set(online)
+    core_of = {}
+    package_of = {}
+    packages = []
     for cpu in online:
         topo = _CPU_DIR + ('cpu%d' % cpu, 'topology')
-        package = _int_attr(files, topo + ('physical_package_id',))
-        core = _int_attr(files, topo + ('core_id',))
-        package = 0 if package is None or package < 0 else package
-        packages.add(package)
-        cores.add((package, core if core is not None else cpu))
-        siblings = _cpulist_attr(files, topo + ('thread_siblings_list',), 'SMT siblings of cpu%d' % cpu)
-        # An offline sibling still appears in thread_siblings_list; keep only online ones.
-        group = tuple(c for c in (siblings or [cpu]) if c in set(online)) or (cpu,)
-        sibling_groups.add(group)
+        if cpu not in core_of:
+            siblings = _cpulist_attr(files, topo + ('thread_siblings_list',), 'SMT siblings of cpu%d' % cpu)
+            # An offline sibling can still be listed on older kernels; keep only online ones.
+            group = tuple(c for c in (siblings or [cpu]) if c in online_set) or (cpu,)
+            for member in group:
+                core_of[member] = group
+        if cpu not in package_of:
+            package = None
+            for name in ('package_cpus_list', 'core_siblings_list'):  # the second on kernels before 5.0
+                package = _cpulist_attr(files, topo + (name,), 'package CPUs of cpu%d' % cpu)
+                if package is not None:
+                    break
+            members = [c for c in (package or online) if c in online_set]
+            for member in members:
+                package_of[member] = len(packages)
+            packages.append(members)
+    groups = sorted(set(core_of.values()))
     sockets = len(packages) or None
-    threads_per_core = max(len(group) for group in sibling_groups) if sibling_groups else None
     return {
         'model': _cpu_model(files),
         'sockets': sockets,
-        'cores_per_socket': (len(cores) // sockets) if sockets else None,
-        'threads_per_core': threads_per_core,
+        'cores_per_socket': (len(groups) // sockets) if sockets else None,
+        'threads_per_core': max(len(group) for group in groups) if groups else None,
         'online': online,
         'online_cpulist': format_cpulist(online),
         'offline': offline,
-        'smt_siblings': sorted(list(group) for group in sibling_groups),
+        'smt_siblings': [format_cpulist(group) for group in groups],
     }
 
 

@@ -58,7 +58,7 @@ def _locate_gpu(files, nvml, handle, pci_bus_id, online, nodes):
     return node, source or 'unknown', nvml_cpus or local or []
 
 
-def _gpu_facts(files, nvml, index, handle, online, nodes):
+def _gpu_facts(files, nvml, index, handle, online, nodes, mig_profiles):
     gpu = {'index': index}
     gpu.update(nvml.identity(handle))
     gpu['pci_address'] = sysfs_pci_address(gpu['pci_bus_id'])
@@ -74,12 +74,13 @@ def _gpu_facts(files, nvml, index, handle, online, nodes):
         'capable': modes['mig_capable'],
         'mode_current': modes['mig_mode_current'],
         'mode_pending': modes['mig_mode_pending'],
-        'profiles': [],
         'gpu_instances': [],
     }
     if modes['mig_capable']:
-        profiles = nvml.mig_profiles(handle)
-        gpu['mig']['profiles'] = profiles
+        # Every GPU of a model offers the same profiles: ask NVML once per model.
+        profiles = mig_profiles.get(gpu['name']) or nvml.mig_profiles(handle)
+        if profiles:
+            mig_profiles[gpu['name']] = profiles
         if modes['mig_mode_current'] == 'enabled':
             instances = nvml.gpu_instances(handle, profiles)
             uuids = nvml.mig_devices(handle)
@@ -120,9 +121,11 @@ def _gpu_section(files, nvml_library, online, nodes):
     with Nvml(nvml_library) as nvml:
         system = nvml.system()
         handles = nvml.device_handles()
-        gpus = [_gpu_facts(files, nvml, index, handle, online, nodes) for index, handle in enumerate(handles)]
+        mig_profiles = {}
+        gpus = [_gpu_facts(files, nvml, index, handle, online, nodes, mig_profiles)
+                for index, handle in enumerate(handles)]
         links, nvswitch = _links(nvml, handles, gpus)
-    return system, gpus, links, nvswitch
+    return system, gpus, links, nvswitch, mig_profiles
 
 
 def gather(files, nvml_library=None, require_gpus=False):
@@ -146,19 +149,21 @@ def gather(files, nvml_library=None, require_gpus=False):
         'gpus': [],
         'links': [],
         'nvswitch': False,
+        'mig_profiles': {},
     }
     if nvml_library is None:
         facts['nvml']['reason'] = ('the Python package nvidia-ml-py (module pynvml) is not installed '
                                    'on the target; install it to gather GPU facts')
     else:
         try:
-            system, gpus, links, nvswitch = _gpu_section(files, nvml_library, frozenset(cpu['online']), nodes)
+            system, gpus, links, nvswitch, mig_profiles = _gpu_section(
+                files, nvml_library, frozenset(cpu['online']), nodes)
         except NvmlError as exc:
             facts['nvml']['reason'] = str(exc)
         else:
             facts['nvml'].update(system)
             facts['nvml']['available'] = True
-            facts.update({'gpus': gpus, 'links': links, 'nvswitch': nvswitch})
+            facts.update({'gpus': gpus, 'links': links, 'nvswitch': nvswitch, 'mig_profiles': mig_profiles})
             if not gpus:
                 facts['nvml']['reason'] = 'NVML is working but reports no GPUs'
     if require_gpus and not facts['gpus']:

@@ -132,11 +132,11 @@ ansible_facts:
               returned: always
               sample: []
             smt_siblings:
-              description: Groups of online hardware threads that share a core.
+              description: Groups of online hardware threads that share a core, each in the kernel's list form.
               type: list
-              elements: list
+              elements: str
               returned: always
-              sample: [[0, 32], [1, 33]]
+              sample: ["0,112", "1,113"]
         numa_nodes:
           description:
             - One entry per online NUMA node, in the kernel's id order. Ids can be sparse (for example 0 and 8).
@@ -306,7 +306,9 @@ ansible_facts:
               choices: [default, exclusive_thread, prohibited, exclusive_process]
               sample: default
             mig:
-              description: MIG capability, modes, the profiles NVML offers and the instances that exist.
+              description:
+                - MIG capability, modes and the instances that exist.
+                - The profiles the GPU offers are in RV(ansible_facts.gpufleet_topology.mig_profiles), under its name.
               type: dict
               returned: always
               contains:
@@ -325,15 +327,6 @@ ansible_facts:
                   type: str
                   returned: always
                   sample: enabled
-                profiles:
-                  description: GPU-instance profiles that NVML offers on this GPU.
-                  type: list
-                  elements: dict
-                  returned: always
-                  sample:
-                    - {"profile_index": 0, "id": 19, "name": "1g.10gb", "slice_count": 1, "max_count": 7,
-                       "memory_mb": 9856, "multiprocessor_count": 14,
-                       "placements": [{"start": 0, "size": 1}]}
                 gpu_instances:
                   description: Existing GPU instances, each with its compute instances and their C(MIG-...) UUIDs.
                   type: list
@@ -393,6 +386,17 @@ ansible_facts:
           type: bool
           returned: always
           sample: false
+        mig_profiles:
+          description:
+            - The GPU-instance profiles NVML offers, per GPU model name; every GPU of a model offers the same.
+            - Empty for models without MIG. Placements are in memory slices (8 per GPU on A100, H100 and H200).
+          type: dict
+          returned: always
+          sample:
+            NVIDIA A100 80GB PCIe:
+              - {"profile_index": 0, "id": 19, "name": "1g.10gb", "slice_count": 1, "max_count": 7,
+                 "memory_mb": 9728, "multiprocessor_count": 14,
+                 "placements": [{"start": 0, "size": 1}, {"start": 1, "size": 1}]}
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib

@@ -86,6 +86,9 @@ def render(host, dest):
     write(sys_root, cpu_dir + '/offline', compact(offline) + '\n')
     write(sys_root, cpu_dir + '/possible', compact(all_cpus) + '\n')
     write(sys_root, cpu_dir + '/present', compact(all_cpus) + '\n')
+    package_cpus = {}
+    for socket_id, _core_id, siblings in cores:
+        package_cpus.setdefault(socket_id, []).extend(c for c in siblings if c not in offline)
     for socket_id, core_id, siblings in cores:
         live_siblings = [c for c in siblings if c not in offline]
         for cpu in siblings:
@@ -98,6 +101,8 @@ def render(host, dest):
             write(sys_root, topo + 'core_id', '%d\n' % core_id)
             write(sys_root, topo + 'thread_siblings_list', compact(live_siblings) + '\n')
             write(sys_root, topo + 'core_cpus_list', compact(live_siblings) + '\n')
+            write(sys_root, topo + 'package_cpus_list', compact(package_cpus[socket_id]) + '\n')
+            write(sys_root, topo + 'core_siblings_list', compact(package_cpus[socket_id]) + '\n')
 
     node_dir = 'devices/system/node'
     nodes = host['numa_nodes']

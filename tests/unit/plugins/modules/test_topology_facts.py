@@ -33,7 +33,7 @@ def test_reference_a100_host(run_module, sim_host):
     assert cpu['online'] == list(range(64))
     assert cpu['online_cpulist'] == '0-63'
     assert cpu['offline'] == []
-    assert cpu['smt_siblings'][:2] == [[0], [1]] and len(cpu['smt_siblings']) == 64
+    assert cpu['smt_siblings'][:2] == ['0', '1'] and len(cpu['smt_siblings']) == 64
 
     assert [node['id'] for node in topo['numa_nodes']] == [0, 1]
     node0, node1 = topo['numa_nodes']
@@ -69,7 +69,8 @@ def test_reference_a100_host(run_module, sim_host):
         assert gpu['mig']['gpu_instances'] == []
         assert gpu['compute_processes'] == 0 and gpu['compute_pids'] == []
 
-    profiles = dict((p['name'], p) for p in gpus[0]['mig']['profiles'])
+    assert list(topo['mig_profiles']) == ['NVIDIA A100 80GB PCIe']
+    profiles = dict((p['name'], p) for p in topo['mig_profiles']['NVIDIA A100 80GB PCIe'])
     assert sorted(profiles) == ['1g.10gb', '1g.10gb+me', '1g.20gb', '2g.20gb', '3g.40gb', '4g.40gb', '7g.80gb']
     assert (profiles['1g.10gb']['id'], profiles['1g.10gb']['max_count']) == (19, 7)
     assert (profiles['3g.40gb']['id'], profiles['3g.40gb']['max_count']) == (9, 2)
@@ -86,8 +87,8 @@ def test_dgx_h100_host_with_smt_and_nvswitch(run_module, sim_host):
     cpu = topo['cpu']
     assert (cpu['sockets'], cpu['cores_per_socket'], cpu['threads_per_core']) == (2, 56, 2)
     assert cpu['online_cpulist'] == '0-223'
-    assert [0, 112] in cpu['smt_siblings'] and [56, 168] in cpu['smt_siblings']
-    assert [111, 223] in cpu['smt_siblings'] and len(cpu['smt_siblings']) == 112
+    assert '0,112' in cpu['smt_siblings'] and '56,168' in cpu['smt_siblings']
+    assert '111,223' in cpu['smt_siblings'] and len(cpu['smt_siblings']) == 112
     assert [node['cpulist'] for node in topo['numa_nodes']] == ['0-55,112-167', '56-111,168-223']
     assert topo['numa_nodes'][0]['distances'] == [10, 21]
     assert topo['kernel']['numa_balancing'] == 0
@@ -111,7 +112,7 @@ def test_dgx_h100_host_with_smt_and_nvswitch(run_module, sim_host):
 def test_single_h200_with_mig_instances_and_mps(run_module, sim_host):
     topo = gather(run_module, sim_host('single-h200'))
     assert (topo['cpu']['sockets'], topo['cpu']['cores_per_socket'], topo['cpu']['threads_per_core']) == (1, 48, 2)
-    assert [0, 48] in topo['cpu']['smt_siblings']
+    assert '0,48' in topo['cpu']['smt_siblings']
     gpu = topo['gpus'][0]
     assert gpu['name'] == 'NVIDIA H200'
     # The kernel says -1 for this PCI device; NVML's memory affinity names node 0.
@@ -165,7 +166,8 @@ def test_sysfs_quirks(run_module, sim_host):
     assert (gpu2['numa_node'], gpu2['numa_node_source']) == (None, 'unknown')
     assert gpu2['pci_address'] == '10000:e1:00.0'
     assert gpu2['mig'] == {'capable': False, 'mode_current': None, 'mode_pending': None,
-                           'profiles': [], 'gpu_instances': []}
+                           'gpu_instances': []}
+    assert sorted(topo['mig_profiles']) == ['NVIDIA A100-SXM4-40GB']  # the L40S has no MIG
     assert topo['kernel']['transparent_hugepage'] == {'enabled': 'never', 'defrag': 'never'}
 
 
