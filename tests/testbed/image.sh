@@ -8,7 +8,7 @@ include=python3,systemd,systemd-sysv,dbus,iproute2,sudo
 
 # The Debian mirror this machine already uses: first URIs of a deb822 stanza serving "$suite".
 mirror=$(awk -v s="$suite" '
-  /^URIs:/ {u=$2} /^Suites:/ {for (i=2; i<=NF; i++) if ($i==s) m=u}
+  /^URIs:/ {u=$2} /^Suites:/ {for (i=2; i<=NF; i++) if ($i==s && m=="") m=u}
   /^$/ {u=""} END {print m}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
 mirror=${mirror:-http://deb.debian.org/debian}
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Run one molecule scenario from extensions/molecule/ against local podman containers.
+# Usage: tests/testbed/molecule.sh SCENARIO [extra molecule test args...]
+set -euo pipefail
+
+[ $# -ge 1 ] || { echo "usage: $0 SCENARIO [molecule test args...]" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+# All idempotent and near-instant once done.
+"$here/podman.sh"
+"$here/image.sh"
+"$here/venv.sh" main
+
+# gpufleet.core must be resolvable by FQCN: expose the repo as ansible_collections/gpufleet/core.
+mkdir -p "$repo/build/collections/ansible_collections/gpufleet"
+ln -sfn ../../../.. "$repo/build/collections/ansible_collections/gpufleet/core"
+site=$("$repo/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# build/collections first so our checkout wins; site-packages holds the `ansible` package's bundled collections.
+export ANSIBLE_COLLECTIONS_PATH="$repo/build/collections:$site"
+export VIRTUAL_ENV="$repo/.venv" PATH="$repo/.venv/bin:$PATH"
+export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}" PY_COLORS="${PY_COLORS:-0}"
+
+# molecule finds extensions/molecule/{config.yml,*/molecule.yml} only from the collection root (galaxy.yml in cwd).
+cd "$repo"
+exec molecule test -s "$1" "${@:2}"
