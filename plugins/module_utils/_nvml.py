@@ -32,6 +32,8 @@ COMPUTE_MODES = {0: 'default', 1: 'exclusive_thread', 2: 'prohibited', 3: 'exclu
 # nvidia-smi topo -m labels for NVML_TOPOLOGY_* levels.
 TOPOLOGY_LEVELS = {0: 'X', 10: 'PIX', 20: 'PXB', 30: 'PHB', 40: 'NODE', 50: 'SYS'}
 NVLINK_DEVICE_TYPE_SWITCH = 2
+# Compute-instance size in slices -> NVML_COMPUTE_INSTANCE_PROFILE_* index.
+_CI_PROFILE_OF_SIZE = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 
 # Hints keyed by NVML error class name; looked up by name so this table needs no pynvml.
 _FIXES = {
@@ -128,6 +130,7 @@ class Nvml:
             'uuid': _text(self._required(self.nv.nvmlDeviceGetUUID, handle)),
             'name': _text(self._required(self.nv.nvmlDeviceGetName, handle)),
             'pci_bus_id': _text(pci.busId),
+            'pci_device_id': '0x%08X' % int(pci.pciDeviceId),
             'memory_total_mb': int(memory.total) // (1024 * 1024),
         }
 
@@ -157,6 +160,19 @@ class Nvml:
     def compute_pids(self, handle):
         processes = self._optional(self.nv.nvmlDeviceGetComputeRunningProcesses, handle)
         return sorted(set(int(process.pid) for process in processes or []))
+
+    def mig_device_pids(self, handle):
+        """(gpu_instance_id, compute_instance_id) -> PIDs running on that MIG device."""
+        found = {}
+        count = self._optional(self.nv.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
+        for index in range(count):
+            mig = self._optional(self.nv.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
+            if mig is None:
+                continue
+            key = (int(self._required(self.nv.nvmlDeviceGetGpuInstanceId, mig)),
+                   int(self._required(self.nv.nvmlDeviceGetComputeInstanceId, mig)))
+            found[key] = self.compute_pids(mig)
+        return found
 
     # MIG ----------------------------------------------------------------------
 
@@ -239,6 +255,39 @@ class Nvml:
                    int(self._required(self.nv.nvmlDeviceGetComputeInstanceId, mig)))
             uuids[key] = _text(self._required(self.nv.nvmlDeviceGetUUID, mig))
         return uuids
+
+    # MIG changes ------------------------------------------------------------------
+    # Every change raises NvmlError on failure: a half-applied change must be reported, never skipped.
+
+    def set_mig_mode(self, handle, enabled):
+        """Returns True when the new mode is active now, False when it waits for a GPU reset."""
+        mode = self.nv.NVML_DEVICE_MIG_ENABLE if enabled else self.nv.NVML_DEVICE_MIG_DISABLE
+        status = self._required(self.nv.nvmlDeviceSetMigMode, handle, mode)
+        current = self._required(self.nv.nvmlDeviceGetMigMode, handle)[0]
+        return status == self.nv.NVML_SUCCESS and bool(current) == bool(enabled)
+
+    def create_gpu_instance(self, handle, profile_id, start, size):
+        placement = self.nv.c_nvmlGpuInstancePlacement_t()
+        placement.start = start
+        placement.size = size
+        gi = self._required(self.nv.nvmlDeviceCreateGpuInstanceWithPlacement, handle, profile_id,
+                            ctypes.byref(placement))
+        return gi, int(self._required(self.nv.nvmlGpuInstanceGetInfo, gi).id)
+
+    def gpu_instance(self, handle, gi_id):
+        return self._required(self.nv.nvmlDeviceGetGpuInstanceById, handle, gi_id)
+
+    def create_compute_instance(self, gi, size):
+        info = self._required(self.nv.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, _CI_PROFILE_OF_SIZE[size],
+                              self.nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+        return self._required(self.nv.nvmlGpuInstanceCreateComputeInstance, gi, info.id)
+
+    def destroy_compute_instance(self, gi, ci_id):
+        ci = self._required(self.nv.nvmlGpuInstanceGetComputeInstanceById, gi, ci_id)
+        self._required(self.nv.nvmlComputeInstanceDestroy, ci)
+
+    def destroy_gpu_instance(self, gi):
+        self._required(self.nv.nvmlGpuInstanceDestroy, gi)
 
     # Links between GPUs -------------------------------------------------------
 

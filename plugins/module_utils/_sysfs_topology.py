@@ -188,22 +188,29 @@ def read_pci_locality(files, nvml_bus_id):
     return (node if node is not None and node >= 0 else None), local
 
 
-def find_mps_processes(files):
-    """PIDs of running MPS control daemons and servers, from /proc."""
-    found = dict((program, []) for program in _MPS_PROGRAMS)
+def find_processes(files, programs):
+    """PIDs of running programs, by program name, from /proc (no subprocess)."""
+    found = dict((program, []) for program in programs)
+    prefixes = tuple(program[:15] for program in programs)
     for entry in files.list_proc():
         if not entry.isdigit():
             continue
         comm = (files.read_proc(entry, 'comm') or '').strip()
         # comm is cut at 15 characters, so it only narrows the search; cmdline decides.
-        if not comm.startswith('nvidia-cuda-mps'):
+        if not comm.startswith(prefixes):
             continue
         argv0 = (files.read_proc(entry, 'cmdline') or '').split('\0')[0]
         program = argv0.rsplit('/', 1)[-1]
         if program in found:
             found[program].append(int(entry))
+    return dict((program, sorted(pids)) for program, pids in found.items())
+
+
+def find_mps_processes(files):
+    """PIDs of running MPS control daemons and servers."""
+    found = find_processes(files, _MPS_PROGRAMS)
     return {
         'control_daemon_running': bool(found['nvidia-cuda-mps-control']),
-        'control_pids': sorted(found['nvidia-cuda-mps-control']),
-        'server_pids': sorted(found['nvidia-cuda-mps-server']),
+        'control_pids': found['nvidia-cuda-mps-control'],
+        'server_pids': found['nvidia-cuda-mps-server'],
     }

@@ -558,12 +558,14 @@ def nvmlDeviceGetIndex(handle):
 
 def nvmlDeviceGetPciInfo(handle):
     _session('nvmlDeviceGetPciInfo')
-    bus_id = _gpu(handle).spec['pci_bus_id']
+    gpu = _gpu(handle)
+    bus_id = gpu.spec['pci_bus_id']
     domain, bus, rest = bus_id.split(':')
     device = rest.split('.')[0]
     legacy = '%04X:%s:%s' % (int(domain, 16), bus, rest)
     return nvmlPciInfo_t(busIdLegacy=legacy.encode(), domain=int(domain, 16), bus=int(bus, 16),
-                         device=int(device, 16), pciDeviceId=0, pciSubSystemId=0, busId=bus_id.encode())
+                         device=int(device, 16), pciDeviceId=int(gpu.model['pci_device_id'], 16),
+                         pciSubSystemId=0, busId=bus_id.encode())
 
 
 def nvmlDeviceGetMemoryInfo(handle, version=None):
