@@ -121,10 +121,12 @@ def nearest_fit(shape, names):
         for removed in itertools.combinations(range(len(names)), drop):
             kept = [name for i, name in enumerate(names) if i not in removed]
             if pack(shape, kept) is not None:
+                # Ties: keep more of the compute, then more of the memory, that was asked for.
                 compute = sum(shape.profile(name)['slice_count'] for name in kept)
-                candidates.append((-compute, sorted(kept, key=_sort_key(shape))))
+                memory = sum(shape.memory_size(name) for name in kept)
+                candidates.append((-compute, -memory, sorted(kept, key=_sort_key(shape))))
         if candidates:
-            return min(candidates)[1]
+            return min(candidates)[2]
     return []
 
 
@@ -160,6 +162,8 @@ def plan_instances(shape, layout, existing):
     {'profile', 'start', 'compute_instances'}. Kept instances whose compute instances differ are
     listed in keep with 'recreate_compute_instances': True.
     """
+    # A canonical order, so that equal layouts written differently give equal results.
+    layout = sorted(layout, key=lambda entry: (_sort_key(shape)(entry['profile']), entry['compute_instances']))
     wanted = [entry['profile'] for entry in layout]
     candidates = [gi for gi in existing if gi['profile'] in wanted]
     # Prefer keeping more instances, then busy ones, then the lowest ids: deterministic and safest.
@@ -203,5 +207,6 @@ def plan_instances(shape, layout, existing):
         entries.remove(entry)
         create.append({'profile': name, 'start': placements[index],
                        'compute_instances': list(entry['compute_instances'])})
-    create.sort(key=lambda item: item['start'])
+    # Create big instances first, in the order they were placed.
+    create.sort(key=lambda item: (_sort_key(shape)(item['profile']), -item['start']))
     return keep, destroy, create

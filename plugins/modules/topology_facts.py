@@ -259,6 +259,11 @@ ansible_facts:
               type: str
               returned: always
               sample: "00000000:17:00.0"
+            pci_device_id:
+              description: PCI device and vendor id as NVML reports it, the form mig-parted's C(device-filter) uses.
+              type: str
+              returned: always
+              sample: "0x20B510DE"
             pci_address:
               description: PCI address as sysfs and lspci write it (4-digit domain).
               type: str

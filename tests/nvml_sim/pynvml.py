@@ -406,9 +406,12 @@ class _Sim(object):
         state = None
         if os.path.exists(self.state_path):
             state = _load_json(self.state_path)
-        if not state:
-            state = {'uuid_seq': 0, 'processes': list(self.host.get('processes', [])), 'faults': [],
+        if not state or 'gpus' not in state:
+            # A state file that simctl started (faults only) still gets the host's initial state.
+            fresh = {'uuid_seq': 0, 'processes': list(self.host.get('processes', [])), 'faults': [],
                      'mutations': 0, 'gpus': {}}
+            fresh.update(state or {})
+            state = fresh
         for spec in self.host.get('gpus', []):
             state['gpus'].setdefault(spec['uuid'], fresh_gpu_state(spec))
         return state

@@ -82,7 +82,7 @@ def remove_process(state_path, pid):
 
 def inject_fault(state_path, function, error=999, skip=0):
     """Make the (skip+1)-th later call of an NVML function raise NVML error `error`."""
-    state = _load(state_path)
+    state = _load(state_path, {})
     state.setdefault('faults', []).append({'function': function, 'error': error, 'skip': skip})
     _save(state_path, state)
 
