@@ -71,7 +71,10 @@ stage_galaxy() {
 }
 
 stage_molecule() {
-  tests/testbed/molecule.sh topology_facts
+  local scenario
+  for scenario in topology_facts mig; do
+    tests/testbed/molecule.sh "$scenario" || return 1
+  done
 }
 
 passed=0 failed=0

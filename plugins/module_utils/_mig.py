@@ -185,13 +185,13 @@ def describe_operation(gpu, op):
     if kind == 'set_mig_mode':
         return '%s: %s MIG mode' % (gpu.name, 'enable' if op['enabled'] else 'disable')
     if kind == 'destroy_compute_instance':
-        return '%s: destroy compute instance %d of GPU instance %d' % (gpu.name, op['compute_instance'],
-                                                                      op['gpu_instance'])
+        return '%s: destroy compute instance %d of GPU instance %d' % (
+            gpu.name, op['compute_instance'], op['gpu_instance'])
     if kind == 'destroy_gpu_instance':
         return '%s: destroy GPU instance %d (%s at %d)' % (gpu.name, op['gpu_instance'], op['profile'], op['start'])
     if kind == 'create_compute_instance':
-        return '%s: create a %dc compute instance in GPU instance %d (%s)' % (gpu.name, op['size'],
-                                                                             op['gpu_instance'], op['profile'])
+        return '%s: create a %dc compute instance in GPU instance %d (%s)' % (
+            gpu.name, op['size'], op['gpu_instance'], op['profile'])
     return '%s: create %s at memory slice %d with compute instances %s' % (
         gpu.name, op['profile'], op['start'], '+'.join('%dc' % size for size in op['compute_instances']))
 

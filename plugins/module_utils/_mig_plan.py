@@ -42,10 +42,8 @@ class GpuShape:
         return self.profiles[name]['placements'][0]['size']
 
     def describe(self):
-        return ', '.join('%s (up to %d)' % (name, p['max_count'])
-                         for name, p in sorted(self.profiles.items(), key=lambda kv: (kv[1]['slice_count'],
-                                                                                     kv[1]['memory_mb'],
-                                                                                     kv[0])))
+        ordered = sorted(self.profiles.items(), key=lambda kv: (kv[1]['slice_count'], kv[1]['memory_mb'], kv[0]))
+        return ', '.join('%s (up to %d)' % (name, profile['max_count']) for name, profile in ordered)
 
 
 def _layout_text(names):
@@ -108,10 +106,9 @@ def why_not(shape, names):
     memory = sum(shape.memory_size(name) for name in names)
     if memory > shape.memory_slices:
         return 'they need %d memory slices and the GPU has %d' % (memory, shape.memory_slices)
-    return ('their allowed placements overlap: no choice of start slices fits them all (%s)'
-            % '; '.join('%s starts at %s' % (name, '/'.join(str(pl['start'])
-                                                                 for pl in shape.profile(name)['placements']))
-                        for name in sorted(set(names))))
+    starts = ['%s starts at %s' % (name, '/'.join(str(pl['start']) for pl in shape.profile(name)['placements']))
+              for name in sorted(set(names))]
+    return 'their allowed placements overlap: no choice of start slices fits them all (%s)' % '; '.join(starts)
 
 
 def nearest_fit(shape, names):

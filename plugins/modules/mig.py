@@ -49,7 +49,7 @@ options:
     suboptions:
       gpus:
         description:
-          - Which GPUs: V(all), an index, a C(GPU-...) UUID, a product name such as V(NVIDIA A100 80GB PCIe),
+          - Which GPUs, by V(all), an index, a C(GPU-...) UUID, a product name such as V(NVIDIA A100 80GB PCIe),
             or a list of those.
         type: raw
         required: true
@@ -65,8 +65,8 @@ options:
         required: true
   mig_parted_config:
     description:
-      - A mig-parted configuration (C(version: v1), C(mig-configs)) as data, for example from
-        C(lookup('ansible.builtin.file', 'config.yaml') | from_yaml). Use with O(mig_parted_name).
+      - "A mig-parted configuration (C(version: v1), C(mig-configs)) as data, for example from
+        C(lookup('ansible.builtin.file', 'config.yaml') | from_yaml). Use with O(mig_parted_name)."
       - C(devices), C(device-filter), C(mig-enabled) and C(mig-devices) are understood, including
         compute-instance keys such as C(1c.3g.40gb).
     type: dict
@@ -174,7 +174,9 @@ gpus:
       returned: always
       sample: false
     layout_before:
-      description: V(disabled), or the GPU instances before the run as C(profile@start), with compute instances in brackets where they do not span the whole GPU instance.
+      description:
+        - V(disabled), or the GPU instances before the run as C(profile@start), with compute instances in
+          brackets where they do not span the whole GPU instance.
       type: raw
       returned: always
       sample: [1g.10gb@6]
@@ -193,7 +195,8 @@ gpus:
       type: list
       elements: str
       returned: always
-      sample: ["GPU 0 (GPU-5c6f..., NVIDIA A100 80GB PCIe): create 3g.40gb at memory slice 0 with compute instances 3c"]
+      sample:
+        - "GPU 0 (GPU-5c6f..., NVIDIA A100 80GB PCIe): create 3g.40gb at memory slice 0 with compute instances 3c"
     devices:
       description: Every MIG device after the run, for CUDA_VISIBLE_DEVICES.
       type: list
