@@ -86,19 +86,19 @@ class _Gpu:
         self.pids = nvml.compute_pids(self.handle)
         if not self.modes['mig_capable'] or self.modes['mig_mode_current'] != 'enabled':
             return
-        busy = nvml.mig_device_pids(self.handle)
-        uuids = nvml.mig_devices(self.handle)
+        devices = nvml.mig_devices(self.handle)
         for gi in nvml.gpu_instances(self.handle, profiles):
             cis = gi['compute_instances']
+            pids = [devices.get((gi['id'], ci['id']), {}).get('pids', []) for ci in cis]
             self.instances.append({
                 'id': gi['id'], 'profile': gi['profile'], 'profile_id': gi['profile_id'],
                 'start': gi['placement']['start'], 'size': gi['placement']['size'],
                 'slices': self.shape.profile(gi['profile'])['slice_count'] if self.shape else None,
                 'compute_instances': [ci['slice_count'] for ci in cis],
                 'compute_instance_ids': [ci['id'] for ci in cis],
-                'uuids': [uuids.get((gi['id'], ci['id'])) for ci in cis],
-                'pids': sorted(set(pid for ci in cis for pid in busy.get((gi['id'], ci['id']), []))),
-                'busy': any(busy.get((gi['id'], ci['id'])) for ci in cis),
+                'uuids': [devices.get((gi['id'], ci['id']), {}).get('uuid') for ci in cis],
+                'pids': sorted(set(pid for ci_pids in pids for pid in ci_pids)),
+                'busy': any(pids),
             })
 
     @property
@@ -220,7 +220,8 @@ class MigRun:
                 pending_reset = []
                 if not check_mode:
                     pending_reset = self._apply(nvml)
-                    self.gpus = [self._reread(nvml, gpu) for gpu in self.gpus]
+                    # Read back only what changed: the rest is as read a moment ago.
+                    self.gpus = [self._reread(nvml, gpu) if gpu.operations else gpu for gpu in self.gpus]
         except NvmlError as exc:
             raise MigError(str(exc))
         return self._result(before, planned, check_mode, pending_reset)

@@ -161,19 +161,6 @@ class Nvml:
         processes = self._optional(self.nv.nvmlDeviceGetComputeRunningProcesses, handle)
         return sorted(set(int(process.pid) for process in processes or []))
 
-    def mig_device_pids(self, handle):
-        """(gpu_instance_id, compute_instance_id) -> PIDs running on that MIG device."""
-        found = {}
-        count = self._optional(self.nv.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
-        for index in range(count):
-            mig = self._optional(self.nv.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
-            if mig is None:
-                continue
-            key = (int(self._required(self.nv.nvmlDeviceGetGpuInstanceId, mig)),
-                   int(self._required(self.nv.nvmlDeviceGetComputeInstanceId, mig)))
-            found[key] = self.compute_pids(mig)
-        return found
-
     # MIG ----------------------------------------------------------------------
 
     def _placements(self, handle, profile_id):
@@ -244,17 +231,18 @@ class Nvml:
         return sorted(found, key=lambda item: item['id'])
 
     def mig_devices(self, handle):
-        """(gpu_instance_id, compute_instance_id) -> MIG device UUID."""
+        """(gpu_instance_id, compute_instance_id) -> {'uuid', 'pids'} of every MIG device, in one pass."""
         count = self._optional(self.nv.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
-        uuids = {}
+        devices = {}
         for index in range(count):
             mig = self._optional(self.nv.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
             if mig is None:
                 continue
             key = (int(self._required(self.nv.nvmlDeviceGetGpuInstanceId, mig)),
                    int(self._required(self.nv.nvmlDeviceGetComputeInstanceId, mig)))
-            uuids[key] = _text(self._required(self.nv.nvmlDeviceGetUUID, mig))
-        return uuids
+            devices[key] = {'uuid': _text(self._required(self.nv.nvmlDeviceGetUUID, mig)),
+                            'pids': self.compute_pids(mig)}
+        return devices
 
     # MIG changes ------------------------------------------------------------------
     # Every change raises NvmlError on failure: a half-applied change must be reported, never skipped.

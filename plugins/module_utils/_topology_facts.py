@@ -83,10 +83,10 @@ def _gpu_facts(files, nvml, index, handle, online, nodes, mig_profiles):
             mig_profiles[gpu['name']] = profiles
         if modes['mig_mode_current'] == 'enabled':
             instances = nvml.gpu_instances(handle, profiles)
-            uuids = nvml.mig_devices(handle)
+            devices = nvml.mig_devices(handle)
             for gi in instances:
                 for ci in gi['compute_instances']:
-                    ci['uuid'] = uuids.get((gi['id'], ci['id']))
+                    ci['uuid'] = devices.get((gi['id'], ci['id']), {}).get('uuid')
             gpu['mig']['gpu_instances'] = instances
     pids = nvml.compute_pids(handle)
     gpu['compute_processes'] = len(pids)
