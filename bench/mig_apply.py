@@ -124,9 +124,8 @@ def main():
              '| wall time (simulator) |', '| --- | --- | --- | --- | --- | --- |']
     for strategy, cases in results.items():
         for case, figures in cases.items():
-            lines.append('| %s | %s | %d | %d | %d | %.1f ms |' % (strategy, case, figures['calls'],
-                                                                 figures['mutations'], figures['replaced'],
-                                                                 figures['ms']))
+            lines.append('| %s | %s | %d | %d | %d | %.1f ms |' % (
+                strategy, case, figures['calls'], figures['mutations'], figures['replaced'], figures['ms']))
     lines += ['', 'The one-GPU change moves GPU 5 to 3g.40gb + 3x 1g.10gb. NVML calls include the reads each '
               'strategy makes. Wall times are the simulator\'s, not a driver\'s: on real GPUs each state-changing '
               'call costs far more than a read, and every replaced MIG device breaks the services that named its '
