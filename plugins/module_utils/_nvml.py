@@ -244,6 +244,9 @@ class Nvml:
                             'pids': self.compute_pids(mig)}
         return devices
 
+    def set_compute_mode(self, handle, mode_value):
+        self._required(self.nv.nvmlDeviceSetComputeMode, handle, mode_value)
+
     # MIG changes ------------------------------------------------------------------
     # Every change raises NvmlError on failure: a half-applied change must be reported, never skipped.
 

@@ -1,0 +1,88 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: compute_mode
+short_description: Set the compute mode of NVIDIA GPUs
+version_added: 0.1.0
+description:
+  - Sets the compute mode of whole GPUs, named by UUID, through NVML.
+  - V(exclusive_process) is what NVIDIA recommends for a GPU shared through an MPS control daemon;
+    V(default) gives the GPU back to every process.
+  - The compute mode does not survive a reboot; the M(gpufleet.core.mps) role sets it again when its daemon starts.
+author:
+  - gpufleet.core developers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.core.attributes
+  - gpufleet.core.nvml
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+options:
+  gpus:
+    description: The GPUs, by UUID (C(GPU-...)). MIG devices have no compute mode of their own.
+    type: list
+    elements: str
+    required: true
+  mode:
+    description: The compute mode.
+    type: str
+    choices: [default, exclusive_process, prohibited]
+    required: true
+'''
+
+EXAMPLES = r'''
+- name: Reserve a GPU for its MPS control daemon
+  gpufleet.core.compute_mode:
+    gpus: [GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60]
+    mode: exclusive_process
+'''
+
+RETURN = r'''
+modes:
+  description: The compute mode of each GPU before and after the run (in check mode, after it would run).
+  returned: always
+  type: dict
+  sample: {"GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60": {"before": "default", "after": "exclusive_process"}}
+'''
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpufleet.core.plugins.module_utils._compute_mode import ComputeModeError, ensure
+from ansible_collections.gpufleet.core.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR, PYNVML_PACKAGE, pynvml
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            'gpus': {'type': 'list', 'elements': 'str', 'required': True},
+            'mode': {'type': 'str', 'choices': ['default', 'exclusive_process', 'prohibited'], 'required': True},
+        },
+        supports_check_mode=True,
+    )
+    if pynvml is None:
+        module.fail_json(msg=missing_required_lib(PYNVML_PACKAGE), exception=PYNVML_IMPORT_ERROR)
+    try:
+        changed, changes = ensure(pynvml, module.params['gpus'], module.params['mode'], module.check_mode)
+    except ComputeModeError as exc:
+        module.fail_json(msg=str(exc))
+    result = {'changed': changed,
+              'modes': dict((uuid, {'before': before, 'after': after}) for uuid, (before, after) in changes.items())}
+    if module._diff:
+        result['diff'] = {'before': ''.join('%s: %s\n' % (u, b) for u, (b, _a) in sorted(changes.items())),
+                          'after': ''.join('%s: %s\n' % (u, a) for u, (_b, a) in sorted(changes.items()))}
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

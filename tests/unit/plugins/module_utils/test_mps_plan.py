@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""MPS plans against a hand-written topology: every bad input is refused with its fix."""
+
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.gpufleet.core.plugins.module_utils._mps import (
+    MpsPlanError,
+    client_environment,
+    mps_size,
+    plan,
+    size_mb,
+)
+
+GPU0 = 'GPU-aaaaaaaa-0000-4000-8000-000000000000'
+GPU1 = 'GPU-aaaaaaaa-0000-4000-8000-000000000001'
+MIG_A = 'MIG-bbbbbbbb-0000-5000-8000-00000000000a'
+MIG_B = 'MIG-bbbbbbbb-0000-5000-8000-00000000000b'
+
+# GPU 0 whole (80 GiB); GPU 1 in MIG mode with a 3g.40gb (40192 MiB) and a 1g.10gb (9728 MiB).
+TOPOLOGY = {
+    'gpus': [
+        {'uuid': GPU0, 'name': 'NVIDIA A100 80GB PCIe', 'memory_total_mb': 81920,
+         'mig': {'mode_current': 'disabled', 'gpu_instances': []}},
+        {'uuid': GPU1, 'name': 'NVIDIA A100 80GB PCIe', 'memory_total_mb': 81920,
+         'mig': {'mode_current': 'enabled', 'gpu_instances': [
+             {'profile': '3g.40gb', 'compute_instances': [{'uuid': MIG_A}]},
+             {'profile': '1g.10gb', 'compute_instances': [{'uuid': MIG_B}]}]}},
+    ],
+    'mig_profiles': {'NVIDIA A100 80GB PCIe': [{'name': '3g.40gb', 'memory_mb': 40192},
+                                               {'name': '1g.10gb', 'memory_mb': 9728}]},
+}
+
+
+@pytest.mark.parametrize('text, mb', [('20G', 20480), ('512M', 512), ('1.5G', 1536), ('2048', 2048), (4096, 4096),
+                                      ('20GiB', 20480), ('1T', 1048576)])
+def test_sizes(text, mb):
+    assert size_mb(text, 'x') == mb
+
+
+@pytest.mark.parametrize('text', ['twenty', '-1G', '20X', True, ''])
+def test_bad_sizes(text):
+    with pytest.raises(MpsPlanError) as caught:
+        size_mb(text, 'client llm')
+    assert 'client llm' in str(caught.value) and 'like 20G' in str(caught.value)
+
+
+def test_mps_size_prefers_whole_gigabytes():
+    assert (mps_size(20480), mps_size(1536), mps_size(512)) == ('20G', '1536M', '512M')
+
+
+def test_a_good_plan_and_its_client_contract():
+    daemons = plan(TOPOLOGY, [
+        {'device': GPU0, 'user': 'infer', 'default_active_thread_percentage': 50,
+         'clients': [{'name': 'llm', 'active_thread_percentage': 60, 'pinned_mem_limit': '40G'},
+                     {'name': 'sd', 'pinned_mem_limit': '20G'}]},
+        {'device': MIG_A, 'user': 'infer', 'default_pinned_mem_limit': '10G',
+         'clients': [{'name': 'a'}, {'name': 'b'}]},
+    ])
+    assert [d['pipe_directory'] for d in daemons] == ['/run/gpufleet-mps/' + GPU0, '/run/gpufleet-mps/' + MIG_A]
+    assert [d['log_directory'] for d in daemons] == ['/var/log/gpufleet-mps/' + GPU0, '/var/log/gpufleet-mps/' + MIG_A]
+    assert (daemons[0]['mig_device'], daemons[1]['mig_device'], daemons[1]['gpu_uuid']) == (False, True, GPU1)
+    assert client_environment(daemons[0], 'llm') == {
+        'CUDA_MPS_PIPE_DIRECTORY': '/run/gpufleet-mps/' + GPU0,
+        'CUDA_VISIBLE_DEVICES': GPU0,
+        'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE': '60',
+        'CUDA_MPS_PINNED_DEVICE_MEM_LIMIT': '0=40G',
+    }
+    # A client without its own values inherits the daemon's defaults.
+    assert client_environment(daemons[0], 'sd')['CUDA_MPS_ACTIVE_THREAD_PERCENTAGE'] == '50'
+    assert client_environment(daemons[1], 'b')['CUDA_MPS_PINNED_DEVICE_MEM_LIMIT'] == '0=10G'
+    with pytest.raises(MpsPlanError) as caught:
+        client_environment(daemons[1], 'zzz')
+    assert 'no client zzz (clients: a, b)' in str(caught.value)
+
+
+@pytest.mark.parametrize('daemons, words', [
+    ([{'device': GPU0, 'user': 'u', 'clients': [{'name': 'llm', 'pinned_mem_limit': '60G'},
+                                                {'name': 'sd', 'pinned_mem_limit': '30G'}]}],
+     'promised 92160 MiB of pinned device memory (llm 60G + sd 30G) but the device has 81920 MiB'),
+    ([{'device': MIG_B, 'user': 'u', 'default_pinned_mem_limit': '6G', 'clients': [{'name': 'a'}, {'name': 'b'}]}],
+     'promised 12288 MiB'),
+    ([{'device': GPU0, 'user': 'u', 'default_active_thread_percentage': 0}], 'must lie in 1..100, got 0'),
+    ([{'device': GPU0, 'user': 'u', 'clients': [{'name': 'x', 'active_thread_percentage': 140}]}],
+     'must lie in 1..100, got 140 (it limits SMs, not memory)'),
+    ([{'device': GPU1, 'user': 'u'}], 'is in MIG mode; MPS on MIG needs one daemon per MIG device'),
+    ([{'device': 'GPU-nope', 'user': 'u'}], 'no GPU or MIG device with that UUID'),
+    ([{'device': GPU0, 'user': 'u'}, {'device': GPU0, 'user': 'u'}], 'daemon 1 already serves this device'),
+    ([{'device': GPU0, 'user': 'u', 'pipe_directory': '/run/mps'},
+      {'device': MIG_A, 'user': 'u', 'pipe_directory': '/run/mps'}], 'pipe directory /run/mps is already used by daemon 1'),
+    ([{'device': GPU0, 'user': 'u', 'clients': [{'name': 'x', 'user': 'other'}]}],
+     'an MPS server serves one user id at a time'),
+    ([{'device': GPU0}], 'set user'),
+])
+def test_bad_plans_are_refused_with_the_fix(daemons, words):
+    with pytest.raises(MpsPlanError) as caught:
+        plan(TOPOLOGY, daemons)
+    assert words in str(caught.value)
+
+
+def test_mps_and_time_slicing_never_share_a_gpu():
+    with pytest.raises(MpsPlanError) as caught:
+        plan(TOPOLOGY, [{'device': MIG_A, 'user': 'u'}], time_slicing=[GPU1])
+    assert 'use MPS or time-slicing on a GPU, never both' in str(caught.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(MpsPlanError) as caught:
+        plan(TOPOLOGY, [{'device': GPU1, 'user': 'u', 'default_active_thread_percentage': 101}])
+    assert str(caught.value).count(' | ') == 1
