@@ -48,8 +48,8 @@ options:
     type: float
   default_pinned_mem_limits:
     description:
-      - Default pinned device memory limit per device, such as C({"0": "20G"}). Devices are named as the
-        daemon sees them, by ordinal after its C(CUDA_VISIBLE_DEVICES), or by UUID.
+      - "Default pinned device memory limit per device, such as C({\"0\": \"20G\"}). Devices are named as the
+        daemon sees them, by ordinal after its C(CUDA_VISIBLE_DEVICES), or by UUID."
       - Sizes are an integer followed by C(G) or C(M).
     type: dict
   control_command:
