@@ -69,6 +69,17 @@ def _percentage(value, where, problems):
     return int(number) if number == int(number) else number
 
 
+def _limit_mb(value, unset, where, problems):
+    """A memory limit in MiB, `unset` when not given; a bad size is recorded as a problem."""
+    if value in (None, ''):
+        return unset
+    try:
+        return size_mb(value, where)
+    except MpsPlanError as exc:
+        problems.append(str(exc))
+        return None
+
+
 def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gpufleet-mps', time_slicing=()):
     """Validate MPS daemons against the host and return them normalised; raise MpsPlanError listing every problem.
 
@@ -110,12 +121,7 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
         if not user:
             problems.append('%s: set user, the account its server and clients run as' % where)
         default_pct = _percentage(daemon.get('default_active_thread_percentage'), where, problems)
-        default_limit = daemon.get('default_pinned_mem_limit')
-        try:
-            default_mb = None if default_limit in (None, '') else size_mb(default_limit, where)
-        except MpsPlanError as exc:
-            problems.append(str(exc))
-            default_mb = None
+        default_mb = _limit_mb(daemon.get('default_pinned_mem_limit'), None, where, problems)
         clients = []
         promised = 0
         for client in daemon.get('clients') or []:
@@ -125,12 +131,7 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
                                 'serves %s; give the client the daemon\'s user or its own daemon'
                                 % (spot, client['user'], user))
             pct = _percentage(client.get('active_thread_percentage'), spot, problems)
-            limit = client.get('pinned_mem_limit')
-            try:
-                limit_mb = default_mb if limit in (None, '') else size_mb(limit, spot)
-            except MpsPlanError as exc:
-                problems.append(str(exc))
-                limit_mb = None
+            limit_mb = _limit_mb(client.get('pinned_mem_limit'), default_mb, spot, problems)
             promised += limit_mb or 0
             clients.append({'name': client.get('name'), 'active_thread_percentage': pct or default_pct,
                             'pinned_mem_limit_mb': limit_mb})

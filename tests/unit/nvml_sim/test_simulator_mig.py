@@ -73,15 +73,8 @@ def create(handle, profile_id, start=None):
 
 
 def layout(handle):
-    out = []
-    for profile_id in (0, 5, 9, 14, 15, 19, 20):
-        slots = (pynvml.c_nvmlGpuInstance_t * 8)()
-        count = ctypes.c_uint(0)
-        pynvml.nvmlDeviceGetGpuInstances(handle, profile_id, slots, ctypes.byref(count))
-        for gi in slots[:count.value]:
-            info = pynvml.nvmlGpuInstanceGetInfo(gi)
-            out.append((info.profileId, info.placement.start))
-    return sorted(out, key=lambda item: item[1])
+    infos = [pynvml.nvmlGpuInstanceGetInfo(gi) for gi in _all_instances(handle)]
+    return sorted(((info.profileId, info.placement.start) for info in infos), key=lambda item: item[1])
 
 
 @pytest.mark.parametrize('model', sorted(PROFILE_TABLES))
