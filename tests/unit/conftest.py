@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -91,3 +92,23 @@ def sim_host(tmp_path, monkeypatch):
             'procfs_root': str(tmp_path / name / 'proc'),
         }
     return select
+
+
+def gpg(home, *args, **kwargs):
+    return subprocess.run(['gpg', '--homedir', str(home), '--batch'] + list(args), check=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs).stdout
+
+
+@pytest.fixture(scope='session')
+def keys(tmp_path_factory):
+    """Two keys made by gpg: an RSA one like NVIDIA's, and an ed25519 one; returns armored, binary, fingerprints."""
+    home = tmp_path_factory.mktemp('gnupg')
+    os.chmod(str(home), 0o700)
+    made = {}
+    for uid, algo in (('repo-rsa@gpufleet.invalid', 'rsa3072'), ('repo-ed@gpufleet.invalid', 'ed25519')):
+        gpg(home, '--passphrase', '', '--quick-gen-key', uid, algo, 'default', 'never')
+        listing = gpg(home, '--with-colons', '--fingerprint', uid).decode()
+        fpr = [line.split(':')[9] for line in listing.splitlines() if line.startswith('fpr:')][0]
+        made[uid] = {'fingerprint': fpr, 'armored': gpg(home, '--armor', '--export', uid),
+                     'binary': gpg(home, '--export', uid)}
+    return made
