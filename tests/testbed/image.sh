@@ -4,7 +4,8 @@ set -euo pipefail
 
 name=localhost/gpufleet-testbed
 suite=bookworm
-include=python3,systemd,systemd-sysv,dbus,iproute2,sudo
+# python3-apt: the apt and package_facts modules need it, as on any Debian or Ubuntu server.
+include=python3,python3-apt,systemd,systemd-sysv,dbus,iproute2,sudo
 
 # The Debian mirror this machine already uses: first URIs of a deb822 stanza serving "$suite".
 mirror=$(awk -v s="$suite" '

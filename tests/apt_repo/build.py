@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Build signed local apt repositories of stand-in NVIDIA packages, for the install roles' tests.
+
+usage: python3 build.py DEST
+
+Writes DEST/mirror-a and DEST/mirror-b (the same repository, to test switching mirrors), DEST/impostor (the same
+packages signed with another key), and DEST/repo.json with the good key's fingerprint. Each mirror is laid out
+as NVIDIA's Container Toolkit repository is: a flat repository in deb/<arch>/ and the key as gpgkey. The stand-in packages have the real
+names, versions, dependencies and file layout; their programs only pretend. Needs dpkg-deb, dpkg-scanpackages, gpg.
+"""
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+VERSIONS = ['1.17.4-1', '1.17.5-1']
+NVIDIA_CTK = r'''#!/bin/sh
+# Stand-in for nvidia-ctk VERSION: `cdi generate --output=FILE` writes a CDI spec naming this host's GPUs.
+case "$1 $2" in
+  "cdi generate")
+    out=/dev/stdout
+    for arg in "$@"; do case "$arg" in --output=*) out="${arg#--output=}";; esac; done
+    mkdir -p "$(dirname "$out")"
+    cat > "$out" <<'SPEC'
+cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+  - name: all
+    containerEdits:
+      deviceNodes:
+        - path: /dev/nvidiactl
+containerEdits:
+  env:
+    - NVIDIA_VISIBLE_DEVICES=void
+SPEC
+    ;;
+  "--version "*) echo "NVIDIA Container Toolkit CLI version VERSION" ;;
+  *) echo "nvidia-ctk stand-in: $*" >&2; exit 2 ;;
+esac
+'''
+
+
+def run(*args, **kwargs):
+    return subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs).stdout
+
+
+def package(workdir, name, version, arch, depends, files):
+    root = os.path.join(workdir, '%s_%s' % (name, version))
+    os.makedirs(os.path.join(root, 'DEBIAN'))
+    for path, (content, mode) in files.items():
+        target = os.path.join(root, path.lstrip('/'))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, 'w') as handle:
+            handle.write(content)
+        os.chmod(target, mode)
+    control = ['Package: %s' % name, 'Version: %s' % version, 'Architecture: %s' % arch,
+               'Maintainer: gpufleet.core tests <tests@gpufleet.invalid>', 'Section: utils', 'Priority: optional',
+               'Description: stand-in for NVIDIA\'s %s (tests only)' % name]
+    if depends:
+        control.insert(3, 'Depends: %s' % depends)
+    with open(os.path.join(root, 'DEBIAN', 'control'), 'w') as handle:
+        handle.write('\n'.join(control) + '\n')
+    deb = os.path.join(workdir, 'debs', '%s_%s_%s.deb' % (name, version, arch))
+    os.makedirs(os.path.dirname(deb), exist_ok=True)
+    run('dpkg-deb', '--root-owner-group', '-Zgzip', '--build', root, deb)
+    return deb
+
+
+def sign_repository(repo, gnupghome, uid):
+    packages = run('dpkg-scanpackages', '--multiversion', '.', cwd=repo)
+    with open(os.path.join(repo, 'Packages'), 'wb') as handle:
+        handle.write(packages)
+    with gzip.open(os.path.join(repo, 'Packages.gz'), 'wb') as handle:
+        handle.write(packages)
+    lines = ['Origin: gpufleet-test', 'Label: gpufleet-test', 'Suite: stable', 'Codename: stable',
+             'Date: Sat, 01 Nov 2025 00:00:00 UTC', 'SHA256:']
+    for name in ('Packages', 'Packages.gz'):
+        with open(os.path.join(repo, name), 'rb') as handle:
+            data = handle.read()
+        lines.append(' %s %d %s' % (hashlib.sha256(data).hexdigest(), len(data), name))
+    with open(os.path.join(repo, 'Release'), 'w') as handle:
+        handle.write('\n'.join(lines) + '\n')
+    env = dict(os.environ, GNUPGHOME=gnupghome)
+    run('gpg', '--batch', '--yes', '--local-user', uid, '--clearsign', '-o', 'InRelease', 'Release', cwd=repo, env=env)
+    run('gpg', '--batch', '--yes', '--local-user', uid, '-abs', '-o', 'Release.gpg', 'Release', cwd=repo, env=env)
+    with open(os.path.join(repo, 'gpgkey'), 'wb') as handle:
+        handle.write(run('gpg', '--batch', '--armor', '--export', uid, env=env))
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit(__doc__.strip().splitlines()[2])
+    dest = os.path.abspath(argv[1])
+    work = tempfile.mkdtemp(prefix='gpufleet-apt-')
+    gnupghome = os.path.join(work, 'gnupg')
+    os.makedirs(gnupghome, mode=0o700)
+    env = dict(os.environ, GNUPGHOME=gnupghome)
+    fingerprints = {}
+    for uid in ('good@gpufleet.invalid', 'impostor@gpufleet.invalid'):
+        run('gpg', '--batch', '--passphrase', '', '--quick-gen-key', uid, 'rsa2048', 'sign', 'never', env=env)
+        listing = run('gpg', '--batch', '--with-colons', '--fingerprint', uid, env=env).decode()
+        fingerprints[uid] = [line.split(':')[9] for line in listing.splitlines() if line.startswith('fpr:')][0]
+    arch = run('dpkg', '--print-architecture').decode().strip()
+    debs = []
+    for version in VERSIONS:
+        debs.append(package(work, 'libnvidia-container1', version, arch, '',
+                            {'/usr/lib/x86_64-linux-gnu/libnvidia-container.so.1': ('stand-in\n', 0o644)}))
+        debs.append(package(work, 'libnvidia-container-tools', version, arch, 'libnvidia-container1 (= %s)' % version,
+                            {'/usr/bin/nvidia-container-cli': ('#!/bin/sh\necho stand-in\n', 0o755)}))
+        debs.append(package(work, 'nvidia-container-toolkit-base', version, arch, '',
+                            {'/usr/bin/nvidia-ctk': (NVIDIA_CTK.replace('VERSION', version), 0o755),
+                             '/usr/bin/nvidia-container-runtime': ('#!/bin/sh\nexec runc "$@"\n', 0o755)}))
+        debs.append(package(work, 'nvidia-container-toolkit', version, arch,
+                            'nvidia-container-toolkit-base (= %s), libnvidia-container-tools (>= %s)'
+                            % (version, version),
+                            {'/usr/bin/nvidia-container-runtime-hook': ('#!/bin/sh\nexit 0\n', 0o755)}))
+    if os.path.isdir(dest):
+        shutil.rmtree(dest)
+    for mirror, uid in (('mirror-a', 'good@gpufleet.invalid'), ('mirror-b', 'good@gpufleet.invalid'),
+                        ('impostor', 'impostor@gpufleet.invalid')):
+        repo = os.path.join(dest, mirror, 'deb', arch)
+        os.makedirs(repo)
+        for deb in debs:
+            shutil.copy(deb, repo)
+        sign_repository(repo, gnupghome, uid)
+        shutil.move(os.path.join(repo, 'gpgkey'), os.path.join(dest, mirror, 'gpgkey'))
+    with open(os.path.join(dest, 'repo.json'), 'w') as handle:
+        json.dump({'good_fingerprint': fingerprints['good@gpufleet.invalid'],
+                   'impostor_fingerprint': fingerprints['impostor@gpufleet.invalid'],
+                   'versions': VERSIONS, 'architecture': arch}, handle, indent=1)
+    shutil.rmtree(work)
+
+
+if __name__ == '__main__':
+    main(sys.argv)
