@@ -20,6 +20,8 @@ import sys
 import tempfile
 
 VERSIONS = ['1.17.4-1', '1.17.5-1']
+# CUDA toolkits install side by side under /usr/local/cuda-X.Y, as NVIDIA's cuda-toolkit-X-Y packages do.
+CUDA_TOOLKITS = [('12-6', '12.6.3-1'), ('12-8', '12.8.1-1')]
 NVIDIA_CTK = r'''#!/bin/sh
 # Stand-in for nvidia-ctk VERSION: `cdi generate --output=FILE` writes a CDI spec naming this host's GPUs.
 case "$1 $2" in
@@ -120,6 +122,14 @@ def main(argv):
                             'nvidia-container-toolkit-base (= %s), libnvidia-container-tools (>= %s)'
                             % (version, version),
                             {'/usr/bin/nvidia-container-runtime-hook': ('#!/bin/sh\nexit 0\n', 0o755)}))
+    for series, version in CUDA_TOOLKITS:
+        dotted = series.replace('-', '.')
+        prefix = '/usr/local/cuda-%s' % dotted
+        debs.append(package(work, 'cuda-toolkit-%s' % series, version, arch, '', {
+            prefix + '/bin/nvcc': ('#!/bin/sh\necho "Cuda compilation tools, release %s (stand-in)"\n' % dotted, 0o755),
+            prefix + '/lib64/libcudart.so.%s' % series.split('-', maxsplit=1)[0]: ('stand-in\n', 0o644),
+            prefix + '/version.json': ('{"cuda": {"version": "%s"}}\n' % version.split('-', maxsplit=1)[0], 0o644),
+        }))
     if os.path.isdir(dest):
         shutil.rmtree(dest)
     for mirror, uid in (('mirror-a', 'good@gpufleet.invalid'), ('mirror-b', 'good@gpufleet.invalid'),
