@@ -527,13 +527,6 @@ def nvmlDeviceGetHandleByIndex(index):
     return gpu
 
 
-def nvmlDeviceGetHandleByUUID(uuid):
-    sim = _session('nvmlDeviceGetHandleByUUID')
-    for gpu in sim.gpus:
-        if gpu.spec['uuid'] == uuid:
-            return gpu
-    _raise(NVML_ERROR_NOT_FOUND)
-
 # ---------------------------------------------------------------------------
 # Device queries
 
@@ -552,11 +545,6 @@ def nvmlDeviceGetUUID(handle):
 def nvmlDeviceGetName(handle):
     _session('nvmlDeviceGetName')
     return _gpu(handle).model['name']
-
-
-def nvmlDeviceGetIndex(handle):
-    _session('nvmlDeviceGetIndex')
-    return _gpu(handle).index
 
 
 def nvmlDeviceGetPciInfo(handle):
@@ -634,12 +622,6 @@ def nvmlDeviceGetMemoryAffinity(handle, nodeSetSize, scope):
         _raise(NVML_ERROR_INVALID_ARGUMENT)
     nodes = [node] if node is not None and gpu.spec.get('nvml_affinity', True) else []
     return _affinity_words(nodes, nodeSetSize)
-
-
-def nvmlDeviceGetNumaNodeId(handle):
-    _session('nvmlDeviceGetNumaNodeId')
-    node = _gpu(handle).spec.get('numa_node')
-    return -1 if node is None else node
 
 
 def nvmlDeviceGetTopologyCommonAncestor(device1, device2):
@@ -1100,11 +1082,6 @@ def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
     return _MigDevice(gpu, devices[index][0], devices[index][1])
 
 
-def nvmlDeviceIsMigDeviceHandle(device):
-    _session('nvmlDeviceIsMigDeviceHandle')
-    return ctypes.c_uint(1 if isinstance(device, _MigDevice) else 0)
-
-
 def nvmlDeviceGetGpuInstanceId(device):
     _session('nvmlDeviceGetGpuInstanceId')
     if not isinstance(device, _MigDevice):
@@ -1117,10 +1094,3 @@ def nvmlDeviceGetComputeInstanceId(device):
     if not isinstance(device, _MigDevice):
         _raise(NVML_ERROR_INVALID_ARGUMENT)
     return device.ci_id
-
-
-def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
-    _session('nvmlDeviceGetDeviceHandleFromMigDeviceHandle')
-    if not isinstance(migDevice, _MigDevice):
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
-    return migDevice.gpu
