@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import (
 _CPU_DIR = ('devices', 'system', 'cpu')
 _NODE_DIR = ('devices', 'system', 'node')
 _MEMINFO_LINE = re.compile(r'^(?:Node\s+\d+\s+)?(\w+):\s+(\d+)\s*kB', re.MULTILINE)
+_NVIDIA_VENDOR = '0x10de'
 _MPS_PROGRAMS = ('nvidia-cuda-mps-control', 'nvidia-cuda-mps-server')
 
 
@@ -186,6 +187,24 @@ def read_pci_locality(files, nvml_bus_id):
         mask = files.read_sys(*(base + ('local_cpus',)))
         local = parse_cpumask(mask) if mask else None
     return (node if node is not None and node >= 0 else None), local
+
+
+def read_nvidia_pci(files):
+    """NVIDIA GPUs and NVSwitches on the PCI bus, from sysfs: known before any driver is installed.
+
+    GPUs have class 0x0300 (VGA) or 0x0302 (3D controller); NVSwitches show up as bridges, class 0x0680.
+    """
+    found = {'gpus': [], 'nvswitches': []}
+    for address in files.list_sys('bus', 'pci', 'devices'):
+        base = ('bus', 'pci', 'devices', address)
+        if (files.read_sys(*(base + ('vendor',))) or '').lower() != _NVIDIA_VENDOR:
+            continue
+        device_class = (files.read_sys(*(base + ('class',))) or '').lower()
+        if device_class[:6] in ('0x0300', '0x0302'):
+            found['gpus'].append(address)
+        elif device_class[:6] == '0x0680':
+            found['nvswitches'].append(address)
+    return found
 
 
 def find_processes(files, programs):

@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._sysfs_topology impo
     read_cpu,
     read_kernel_settings,
     read_numa_nodes,
+    read_nvidia_pci,
     read_pci_locality,
     sysfs_pci_address,
 )
@@ -150,6 +151,7 @@ def gather(files, nvml_library=None, require_gpus=False):
         'links': [],
         'nvswitch': False,
         'mig_profiles': {},
+        'pci': read_nvidia_pci(files),
     }
     if nvml_library is None:
         facts['nvml']['reason'] = ('the Python package nvidia-ml-py (module pynvml) is not installed '

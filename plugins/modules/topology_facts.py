@@ -391,6 +391,25 @@ ansible_facts:
           type: bool
           returned: always
           sample: false
+        pci:
+          description:
+            - NVIDIA devices on the PCI bus, read from sysfs, so known before a driver is installed.
+            - The install roles decide from it whether a host needs fabric manager.
+          type: dict
+          returned: always
+          contains:
+            gpus:
+              description: PCI addresses of NVIDIA GPUs (class 0x0300 or 0x0302).
+              type: list
+              elements: str
+              returned: always
+              sample: ["0000:17:00.0", "0000:65:00.0"]
+            nvswitches:
+              description: PCI addresses of NVSwitches (NVIDIA bridges, class 0x0680).
+              type: list
+              elements: str
+              returned: always
+              sample: []
         mig_profiles:
           description:
             - The GPU-instance profiles NVML offers, per GPU model name; every GPU of a model offers the same.

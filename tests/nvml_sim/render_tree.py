@@ -141,6 +141,14 @@ def render(host, dest):
         write(sys_root, base + 'vendor', '0x10de\n')
         write(sys_root, base + 'class', '0x030200\n')
 
+    # NVSwitches are PCI bridges to the kernel; NVML sees them only through the GPUs' NVLinks.
+    for switch in host.get('nvswitches', []):
+        base = 'bus/pci/devices/%s/' % switch['pci_address']
+        write(sys_root, base + 'numa_node', '%d\n' % switch.get('numa_node', -1))
+        write(sys_root, base + 'vendor', '0x10de\n')
+        write(sys_root, base + 'device', '%s\n' % switch.get('device_id', '0x22a3'))
+        write(sys_root, base + 'class', '0x068000\n')
+
     kernel = host.get('kernel', {})
     thp = kernel.get('transparent_hugepage', {'enabled': 'madvise', 'defrag': 'madvise'})
     choices = {'enabled': ['always', 'madvise', 'never'],

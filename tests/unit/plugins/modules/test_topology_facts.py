@@ -80,6 +80,7 @@ def test_reference_a100_host(run_module, sim_host):
     assert labels == {(0, 1): 'NODE', (0, 2): 'SYS', (0, 3): 'SYS', (1, 2): 'SYS', (1, 3): 'SYS', (2, 3): 'NODE'}
     assert all(link['nvlinks'] == 0 for link in topo['links'])
     assert topo['nvswitch'] is False
+    assert topo['pci'] == {'gpus': ['0000:17:00.0', '0000:31:00.0', '0000:98:00.0', '0000:b1:00.0'], 'nvswitches': []}
 
 
 def test_dgx_h100_host_with_smt_and_nvswitch(run_module, sim_host):
@@ -107,6 +108,9 @@ def test_dgx_h100_host_with_smt_and_nvswitch(run_module, sim_host):
     levels = dict((tuple(link['gpus']), link['topology']) for link in topo['links'])
     assert levels[(0, 3)] == 'NODE' and levels[(3, 4)] == 'SYS'
     assert topo['nvswitch'] is True
+    # From sysfs alone, as a host without a driver shows them: what decides whether fabric manager is needed.
+    assert topo['pci']['nvswitches'] == ['0000:05:00.0', '0000:06:00.0', '0000:07:00.0', '0000:08:00.0']
+    assert len(topo['pci']['gpus']) == 8 and '0000:18:00.0' in topo['pci']['gpus']
 
 
 def test_single_h200_with_mig_instances_and_mps(run_module, sim_host):
