@@ -1,0 +1,17 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import place_services
+
+
+class FilterModule:
+    """NUMA-aware placement of GPU services."""
+
+    def filters(self):
+        return {'place_services': place_services}
