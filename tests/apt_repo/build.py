@@ -42,10 +42,148 @@ containerEdits:
     - NVIDIA_VISIBLE_DEVICES=void
 SPEC
     ;;
+  "runtime configure")
+    # Like the real one: read FILE, add the nvidia runtime unless present, keep everything else; --dry-run prints.
+    runtime= config= dry=
+    for arg in "$@"; do case "$arg" in
+      --runtime=*) runtime="${arg#--runtime=}";; --config=*) config="${arg#--config=}";; --dry-run) dry=1;; esac; done
+    [ "$runtime" = containerd ] || { echo "stand-in configures containerd only" >&2; exit 2; }
+    merged=$( { [ -f "$config" ] && cat "$config"
+                grep -qF 'runtimes.nvidia]' "$config" 2>/dev/null || printf '%s\n' \
+                  '' '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' \
+                  '  runtime_type = "io.containerd.runc.v2"' \
+                  '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]' \
+                  '  BinaryName = "/usr/bin/nvidia-container-runtime"'; } )
+    if [ -n "$dry" ]; then printf '%s\n' "$merged"; else printf '%s\n' "$merged" > "$config"; fi
+    ;;
   "--version "*) echo "NVIDIA Container Toolkit CLI version VERSION" ;;
   *) echo "nvidia-ctk stand-in: $*" >&2; exit 2 ;;
 esac
 '''
+
+
+# The driver as NVIDIA's CUDA repository for Debian 12 ships it: unversioned package names, one version for all.
+DRIVER_VERSIONS = ['570.133.20-1', '570.148.08-1']
+DRIVER_BRANCH = '570'
+# DCGM 4.x package names; the epoch is part of the version apt shows.
+DCGM_VERSIONS = ['1:4.2.3-1', '1:4.4.1-1']
+EXPORTER_VERSIONS = ['4.1.3-1', '4.2.0-1']
+DAEMON = """#!/bin/sh
+# Stand-in for PROGRAM: stays up like the real daemon, doing nothing.
+exec sleep infinity
+"""
+NV_HOSTENGINE = """#!/usr/bin/python3
+# Stand-in for nv-hostengine: listens where DCGM's host engine does (127.0.0.1:5555), accepts and closes.
+import socket
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(('127.0.0.1', 5555))
+server.listen(8)
+while True:
+    server.accept()[0].close()
+"""
+DCGM_EXPORTER = r"""#!/usr/bin/python3
+# Stand-in for dcgm-exporter VERSION: takes its real flags (-a/--address, -f/--collectors, --web-config-file,
+# -r/--remote-hostengine-info) and serves one sample per counter of the CSV at /metrics, over TLS and with basic
+# auth when the web configuration asks for them (basic auth: any password; the real one checks bcrypt).
+import argparse, base64, http.server, ssl, sys
+parser = argparse.ArgumentParser()
+parser.add_argument('-a', '--address', default=':9400')
+parser.add_argument('-f', '--collectors', default='/etc/dcgm-exporter/default-counters.csv')
+parser.add_argument('--web-config-file', default='')
+parser.add_argument('-r', '--remote-hostengine-info', default='')
+parser.add_argument('-c', '--collect-interval', type=int, default=30000)
+parser.add_argument('--version', action='store_true')
+args = parser.parse_args()
+if args.version:
+    print('dcgm-exporter version VERSION (stand-in)')
+    sys.exit(0)
+counters = []
+with open(args.collectors) as handle:
+    for line in handle:
+        line = line.strip()
+        if line and not line.startswith('#'):
+            counters.append([field.strip() for field in line.split(',', 2)])
+tls, users = {}, []
+if args.web_config_file:
+    section = None
+    with open(args.web_config_file) as handle:
+        for line in handle:
+            if not line.strip() or line.lstrip().startswith('#'):
+                continue
+            if not line.startswith(' '):
+                section = line.split(':')[0].strip()
+            elif section == 'tls_server_config':
+                key, _, value = line.strip().partition(':')
+                tls[key.strip()] = value.strip().strip('"')
+            elif section == 'basic_auth_users':
+                users.append(line.split(':')[0].strip().strip('"'))
+body = ''.join('# HELP %s %s\n# TYPE %s %s\n%s{gpu="0"} 1\n' % (c[0], c[2] if len(c) > 2 else '', c[0], c[1], c[0])
+               for c in counters).encode()
+class Metrics(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        auth = self.headers.get('Authorization', '')
+        if users and not (auth.startswith('Basic ') and
+                          base64.b64decode(auth[6:]).decode().split(':')[0] in users):
+            self.send_response(401)
+            self.send_header('WWW-Authenticate', 'Basic')
+            self.end_headers()
+            return
+        self.send_response(200 if self.path == '/metrics' else 404)
+        self.end_headers()
+        self.wfile.write(body)
+host, _, port = args.address.rpartition(':')
+server = http.server.HTTPServer((host.strip('[]'), int(port)), Metrics)
+if tls:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tls['cert_file'], tls['key_file'])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"""
+
+
+def unit(description, exec_start):
+    return ('[Unit]\nDescription=%s (stand-in)\n\n[Service]\nExecStart=%s\n\n[Install]\nWantedBy=multi-user.target\n'
+            % (description, exec_start), 0o644)
+
+
+def driver_packages(work, arch):
+    debs = []
+    libdir = '/usr/lib/%s-linux-gnu' % {'amd64': 'x86_64', 'arm64': 'aarch64'}.get(arch, arch)
+    for version in DRIVER_VERSIONS:
+        upstream = version.split('-', maxsplit=1)[0]
+        for flavour in ('nvidia-kernel-open-dkms', 'nvidia-kernel-dkms'):
+            debs.append(package(work, flavour, version, arch, '', {
+                '/usr/src/nvidia-%s/dkms.conf' % upstream: ('PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="%s"\n' % upstream, 0o644)}))
+        debs.append(package(work, 'nvidia-smi', version, arch, '', {
+            '/usr/bin/nvidia-smi': ('#!/bin/sh\necho "NVIDIA-SMI %s (stand-in)"\n' % upstream, 0o755)}))
+        debs.append(package(work, 'nvidia-persistenced', version, arch, '', {
+            '/usr/bin/nvidia-persistenced': (DAEMON.replace('PROGRAM', 'nvidia-persistenced'), 0o755),
+            '/lib/systemd/system/nvidia-persistenced.service': unit(
+                'NVIDIA Persistence Daemon', '/usr/bin/nvidia-persistenced --user nvidia-persistenced')}))
+        debs.append(package(work, 'nvidia-driver', version, arch,
+                            'nvidia-kernel-open-dkms (= {0}) | nvidia-kernel-dkms (= {0}), nvidia-smi (= {0}), '
+                            'nvidia-persistenced (= {0})'.format(version),
+                            {libdir + '/libnvidia-ml.so.%s' % upstream: ('stand-in\n', 0o644)}))
+        debs.append(package(work, 'libnvidia-nscq-%s' % DRIVER_BRANCH, version, arch, '', {
+            libdir + '/libnvidia-nscq.so.%s' % upstream: ('stand-in\n', 0o644)}))
+        debs.append(package(work, 'nvidia-fabricmanager-%s' % DRIVER_BRANCH, version, arch, '', {
+            '/usr/bin/nv-fabricmanager': (DAEMON.replace('PROGRAM', 'nv-fabricmanager'), 0o755),
+            '/lib/systemd/system/nvidia-fabricmanager.service': unit(
+                'NVIDIA fabric manager service', '/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg')}))
+    for version in DCGM_VERSIONS:
+        debs.append(package(work, 'datacenter-gpu-manager-4-core', version, arch, '', {
+            '/usr/bin/nv-hostengine': (NV_HOSTENGINE, 0o755),
+            '/usr/bin/dcgmi': ('#!/bin/sh\necho "dcgmi %s (stand-in)"\n' % version, 0o755),
+            '/lib/systemd/system/nvidia-dcgm.service': unit('NVIDIA DCGM service', '/usr/bin/nv-hostengine -n --service-account nvidia-dcgm')}))
+        debs.append(package(work, 'datacenter-gpu-manager-4-cuda12', version, arch,
+                            'datacenter-gpu-manager-4-core (= %s)' % version,
+                            {'/usr/lib/%s-linux-gnu/libdcgm_cublas_proxy12.so.4' % {'amd64': 'x86_64'}.get(arch, arch): ('stand-in\n', 0o644)}))
+    for version in EXPORTER_VERSIONS:
+        debs.append(package(work, 'datacenter-gpu-manager-exporter', version, arch, 'datacenter-gpu-manager-4-core', {
+            '/usr/bin/dcgm-exporter': (DCGM_EXPORTER.replace('VERSION', version), 0o755),
+            '/etc/dcgm-exporter/default-counters.csv': ('DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n', 0o644)}))
+    return debs
 
 
 def run(*args, **kwargs):
@@ -68,7 +206,8 @@ def package(workdir, name, version, arch, depends, files):
         control.insert(3, 'Depends: %s' % depends)
     with open(os.path.join(root, 'DEBIAN', 'control'), 'w') as handle:
         handle.write('\n'.join(control) + '\n')
-    deb = os.path.join(workdir, 'debs', '%s_%s_%s.deb' % (name, version, arch))
+    # Repositories leave the epoch out of file names, as dpkg-name does.
+    deb = os.path.join(workdir, 'debs', '%s_%s_%s.deb' % (name, version.split(':')[-1], arch))
     os.makedirs(os.path.dirname(deb), exist_ok=True)
     run('dpkg-deb', '--root-owner-group', '-Zgzip', '--build', root, deb)
     return deb
@@ -130,6 +269,7 @@ def main(argv):
             prefix + '/lib64/libcudart.so.%s' % series.split('-', maxsplit=1)[0]: ('stand-in\n', 0o644),
             prefix + '/version.json': ('{"cuda": {"version": "%s"}}\n' % version.split('-', maxsplit=1)[0], 0o644),
         }))
+    debs.extend(driver_packages(work, arch))
     if os.path.isdir(dest):
         shutil.rmtree(dest)
     for mirror, uid in (('mirror-a', 'good@gpufleet.invalid'), ('mirror-b', 'good@gpufleet.invalid'),
@@ -143,7 +283,8 @@ def main(argv):
     with open(os.path.join(dest, 'repo.json'), 'w') as handle:
         json.dump({'good_fingerprint': fingerprints['good@gpufleet.invalid'],
                    'impostor_fingerprint': fingerprints['impostor@gpufleet.invalid'],
-                   'versions': VERSIONS, 'architecture': arch}, handle, indent=1)
+                   'versions': VERSIONS, 'driver_versions': DRIVER_VERSIONS, 'dcgm_versions': DCGM_VERSIONS,
+                   'exporter_versions': EXPORTER_VERSIONS, 'architecture': arch}, handle, indent=1)
     shutil.rmtree(work)
 
 
