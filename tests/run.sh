@@ -72,7 +72,7 @@ stage_galaxy() {
 
 stage_molecule() {
   local scenario
-  for scenario in topology_facts mig mps container_toolkit cuda; do
+  for scenario in topology_facts mig mps nvidia_driver container_toolkit cuda dcgm_exporter; do
     tests/testbed/molecule.sh "$scenario" || return 1
   done
 }
