@@ -5,7 +5,7 @@ set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-all_stages=(setup units units-oldest sanity lint galaxy molecule)
+all_stages=(setup units units-oldest sanity lint galaxy molecule numa-vm)
 stages=("${@:-${all_stages[@]}}")
 
 export PYTHONDONTWRITEBYTECODE=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
@@ -72,9 +72,13 @@ stage_galaxy() {
 
 stage_molecule() {
   local scenario
-  for scenario in topology_facts mig mps nvidia_driver container_toolkit cuda dcgm_exporter; do
+  for scenario in topology_facts mig mps gpu_services nvidia_driver container_toolkit cuda dcgm_exporter; do
     tests/testbed/molecule.sh "$scenario" || return 1
   done
+}
+
+stage_numa-vm() { # a real kernel with two NUMA nodes (QEMU, software emulation): the binding, measured
+  tests/integration/numa_vm.sh "$repo/.venv"
 }
 
 passed=0 failed=0
