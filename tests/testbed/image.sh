@@ -7,11 +7,9 @@ suite=bookworm
 # python3-apt: the apt and package_facts modules need it, as on any Debian or Ubuntu server.
 include=python3,python3-apt,systemd,systemd-sysv,dbus,iproute2,sudo
 
-# The Debian mirror this machine already uses: first URIs of a deb822 stanza serving "$suite".
-mirror=$(awk -v s="$suite" '
-  /^URIs:/ {u=$2} /^Suites:/ {for (i=2; i<=NF; i++) if ($i==s && m=="") m=u}
-  /^$/ {u=""} END {print m}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
-mirror=${mirror:-http://deb.debian.org/debian}
+# shellcheck source=tests/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
+mirror=$(debian_mirror "$suite")
 
 hash=$( { echo "$suite $include $mirror"; cat "$0"; } | sha256sum | cut -c1-12)
 if podman image exists "$name:$hash"; then

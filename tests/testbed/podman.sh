@@ -2,16 +2,9 @@
 # Install and configure rootful podman for molecule on this cgroup-v1 hybrid Debian 12 host.
 set -euo pipefail
 
-pkgs=(podman runc debootstrap uidmap slirp4netns fuse-overlayfs)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=tests/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
+install_missing podman runc debootstrap uidmap slirp4netns fuse-overlayfs
 
 # crun cannot run on a cgroup-v1 hybrid host, and podman's default ulimits (1048576)
 # exceed our hard limit without CAP_SYS_RESOURCE, so runc's setrlimit would fail.

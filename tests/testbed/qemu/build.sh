@@ -11,25 +11,11 @@ suite=bookworm
 include=linux-image-amd64,systemd,systemd-sysv,udev,dbus,kmod,openssh-server,numactl,iproute2,python3,procps
 
 # Host tools, installed when missing: CI starts from a fresh machine.
-pkgs=(qemu-system-x86 qemu-utils e2fsprogs debootstrap openssh-client)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=tests/testbed/lib.sh
+. "$here/../lib.sh"
+install_missing qemu-system-x86 qemu-utils e2fsprogs debootstrap openssh-client
 
-# The Debian mirror this machine already uses: first URIs of a deb822 stanza serving "$suite".
-mirror=$(awk -v s="$suite" '
-  /^URIs:/ {u=$2} /^Suites:/ {for (i=2; i<=NF; i++) if ($i==s && m=="") m=u}
-  /^$/ {u=""} END {print m}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
-  mirror=$(awk -v s="$suite" '$1=="deb" && $3==s {print $2; exit}' /etc/apt/sources.list)
-fi
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=$(debian_mirror "$suite")
 
 mkdir -p "$cache"
 # The guest trusts this key; it lives next to the images it was baked into.

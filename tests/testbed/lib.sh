@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Shell helpers the test-bed scripts share. Source it: . "$(dirname "$0")/lib.sh"
+
+# install_missing PKG...: apt-installs the packages that are not installed yet (CI starts from a fresh machine).
+install_missing() {
+  local p missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# debian_mirror SUITE: the Debian mirror this machine already uses for SUITE (deb822 sources first, then
+# sources.list), or deb.debian.org.
+debian_mirror() {
+  local mirror
+  mirror=$(awk -v s="$1" '
+    /^URIs:/ {u=$2} /^Suites:/ {for (i=2; i<=NF; i++) if ($i==s && m=="") m=u}
+    /^$/ {u=""} END {print m}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+  if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
+    mirror=$(awk -v s="$1" '$1=="deb" && $3==s {print $2; exit}' /etc/apt/sources.list)
+  fi
+  echo "${mirror:-http://deb.debian.org/debian}"
+}
