@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuL
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError
 
 PLAN_UNIT = 'gpufleet-svc-%s.service'
+CONTAINER_RUNTIMES = ('podman', 'docker')
 # Where systemd's cgroup tree lives, below the sysfs root: pure v2, then the v1 hybrid name hierarchy
 # and the hybrid's v2 tree. Every one that has the unit's cgroup is read, so nothing is missed.
 CGROUP_TREES = (('fs', 'cgroup'), ('fs', 'cgroup', 'systemd'), ('fs', 'cgroup', 'unified'))
@@ -41,15 +42,18 @@ class NumaAuditError(Exception):
 
 
 class ServiceHost:
-    """numa_audit's one door to the system: procfs and cgroup files through HostFiles, systemctl, the clock.
+    """numa_audit's one door to the system: procfs and cgroup files through HostFiles, systemctl, the container
+    runtimes, the clock.
 
-    run_command is AnsibleModule.run_command or a test double; systemctl is the path of the program.
+    run_command is AnsibleModule.run_command or a test double; systemctl is the path of the program;
+    find_program(name) returns a program's path or None (AnsibleModule.get_bin_path).
     """
 
-    def __init__(self, files, run_command, systemctl):
+    def __init__(self, files, run_command, systemctl, find_program=None):
         self.files = files
         self.run_command = run_command
         self.systemctl = systemctl
+        self.find_program = find_program or (lambda name: None)
 
     @staticmethod
     def sleep(seconds):
@@ -75,8 +79,34 @@ class ServiceHost:
                 props[key.strip()] = value.strip()
         return props
 
+    def container_pid(self, runtime, name):
+        """(pid, None) of a running container's first process, or (None, reason) when it is not running."""
+        program = self.find_program(runtime)
+        if not program:
+            raise NumaAuditError('%s was not found on this host; audit container %s with container_runtime set to '
+                                 'the runtime that runs it, or by pid' % (runtime, name))
+        rc, out, err = self.run_command([program, 'inspect', '--format', '{{.State.Pid}}', name])
+        if rc != 0:
+            return None, 'container %s is not running: %s inspect says %s' % (
+                name, runtime, ' '.join((err or out or '').split()) or 'rc=%d' % rc)
+        text = (out or '').strip()
+        if not text.isdigit():
+            raise NumaAuditError('"%s inspect" gave %r as the PID of container %s, not a number' % (runtime, text, name))
+        if int(text) == 0:
+            return None, 'container %s is not running (it exists, stopped)' % name
+        return int(text), None
+
+    def control_group(self, pid):
+        """The cgroup path of a process in systemd's hierarchy (v2, or the v1 name=systemd one), or None."""
+        paths = {}
+        for line in (self.files.read_proc(str(pid), 'cgroup') or '').splitlines():
+            parts = line.split(':', 2)
+            if len(parts) == 3:
+                paths[parts[1]] = parts[2]
+        return paths.get('name=systemd') or paths.get('')
+
     def cgroup_pids(self, control_group):
-        """PIDs in a cgroup and every cgroup below it (a podman --cgroups=split container lives in one)."""
+        """PIDs in a cgroup and every cgroup below it (a container's processes may sit in sub-cgroups)."""
         relative = [part for part in control_group.split('/') if part]
         pids = set()
         for tree in CGROUP_TREES:
@@ -172,12 +202,16 @@ def normalise_services(services):
         if name in seen:
             raise NumaAuditError('service name %s appears twice; names must be unique' % name)
         seen.add(name)
-        unit, pid = service.get('unit'), service.get('pid')
-        if (unit is None) == (pid is None):
-            raise NumaAuditError('service %s: give exactly one of unit and pid' % name)
+        unit, pid, container = service.get('unit'), service.get('pid'), service.get('container')
+        if [unit, pid, container].count(None) != 2:
+            raise NumaAuditError('service %s: give exactly one of unit, pid and container' % name)
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise NumaAuditError('service %s: pid must be a positive whole number; got %r' % (name, pid))
-        result.append({'name': name, 'unit': unit, 'pid': pid,
+        runtime = service.get('container_runtime') or 'podman'
+        if runtime not in CONTAINER_RUNTIMES:
+            raise NumaAuditError('service %s: container_runtime is %r; use %s' % (name, runtime, ' or '.join(CONTAINER_RUNTIMES)))
+        result.append({'name': name, 'unit': unit, 'pid': pid, 'container': container,
+                       'container_runtime': runtime if container is not None else None,
                        'expect': _expectation(service.get('expect'), 'service %s' % name)})
     return result
 
@@ -201,9 +235,13 @@ def load_plan(path):
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or not entry.get('name'):
             raise NumaAuditError('plan_file %s: services[%d] has no name' % (path, index))
+        # A container's processes are the runtime's, not its unit's: the unit holds only the runtime's client.
+        container = entry.get('container')
         services.append({
             'name': entry['name'],
-            'unit': entry.get('unit') or PLAN_UNIT % entry['name'],
+            'unit': None if container else entry.get('unit') or PLAN_UNIT % entry['name'],
+            'container': container or None,
+            'container_runtime': entry.get('container_runtime') if container else None,
             'expect': {'cpus': entry.get('cpulist'), 'mems': entry.get('memlist'), 'gpus': entry.get('gpus'),
                        'memory_policy': entry.get('memory_policy')},
         })
@@ -283,6 +321,8 @@ def _resolve(host, service):
         if host.status(service['pid']) is None:
             return [], 'process %d is not running' % service['pid']
         return [service['pid']], None
+    if service.get('container') is not None:
+        return _resolve_container(host, service['container_runtime'], service['container'])
     unit = service['unit']
     props = host.unit_properties(unit)
     if props.get('LoadState') == 'not-found':
@@ -293,6 +333,21 @@ def _resolve(host, service):
     pids = [pid for pid in host.cgroup_pids(props['ControlGroup']) if host.status(pid) is not None]
     if not pids:
         return [], 'unit %s is not running: its cgroup %s holds no process' % (unit, props['ControlGroup'])
+    return pids, None
+
+
+def _resolve_container(host, runtime, name):
+    """Every process in the cgroup of the container's first process (the runtime's conmon or shim is not)."""
+    pid, reason = host.container_pid(runtime, name)
+    if reason:
+        return [], reason
+    group = host.control_group(pid)
+    pids = host.cgroup_pids(group) if group else []
+    if pid not in pids:
+        pids = sorted(set(pids) | set([pid]))
+    pids = [each for each in pids if host.status(each) is not None]
+    if not pids:
+        return [], 'container %s is not running: its process %d is gone' % (name, pid)
     return pids, None
 
 
@@ -342,6 +397,12 @@ def _judge_list(reasons, what, seen, expected):
                                                           format_cpulist(expected), where))
 
 
+def _label(service):
+    if service.get('container') is not None:
+        return 'container %s' % service['container']
+    return service['unit'] or 'process %d' % service['pid']
+
+
 def _audit_one(host, service, pids, rate, holders, nvml_reason, base_page_kb, max_remote):
     expect = service['expect']
     cpus_seen, mems_seen, nodes_seen, pages, policies = {}, {}, {}, {}, set()
@@ -368,8 +429,7 @@ def _audit_one(host, service, pids, rate, holders, nvml_reason, base_page_kb, ma
         for node, count in parse_numa_maps(numa_maps, base_page_kb).items():
             pages[node] = pages.get(node, 0) + count
     if not live:
-        return {'pids': [], 'reasons': ['%s is not running: its processes exited during the audit'
-                                        % (service['unit'] or 'process %d' % service['pid'])]}
+        return {'pids': [], 'reasons': ['%s is not running: its processes exited during the audit' % _label(service)]}
     reasons = []
     _judge_list(reasons, 'CPUs', cpus_seen, expect['cpus'])
     # A preferred policy lets pages spill to other nodes by design: only their share is judged.
@@ -445,7 +505,8 @@ def audit(host, services, nvml_library, max_remote_fraction=0.02, sample_seconds
     base_page_kb = host.page_size_kb()
     results, failed = [], []
     for service, pids, reason in resolved:
-        entry = dict(_EMPTY, name=service['name'], unit=service['unit'], reasons=[reason] if reason else [])
+        entry = dict(_EMPTY, name=service['name'], unit=service['unit'], container=service.get('container'),
+                     reasons=[reason] if reason else [])
         if not reason:
             entry.update(_audit_one(host, service, pids, rates.get(service['name']), holders, nvml_reason,
                                     base_page_kb, max_remote_fraction))

@@ -14,10 +14,10 @@ module: numa_audit
 short_description: Check that running services sit on the CPUs, memory nodes and GPUs their plan gives them
 version_added: 0.1.0
 description:
-  - For each service (a systemd unit or a PID) reads what the kernel really allows and does, and compares it
-    with what the placement plan says.
-  - A unit's processes are every PID in its cgroup and the cgroups below it (a podman container run with
-    C(--cgroups=split) inside the unit included), on cgroup v2 and on v1 hybrid hosts.
+  - For each service (a systemd unit, a container or a PID) reads what the kernel really allows and does, and
+    compares it with what the placement plan says.
+  - A unit's processes are every PID in its cgroup and the cgroups below it, on cgroup v2 and on v1 hybrid hosts.
+    A container's are every PID in the cgroup of its first process, which its runtime's C(inspect) names.
   - Reads C(Cpus_allowed_list) and C(Mems_allowed_list) from C(/proc/<pid>/status), the memory policy and the pages
     on each NUMA node from C(/proc/<pid>/numa_maps), and context switches per second over every thread of the service, measured over
     O(sample_seconds).
@@ -50,11 +50,25 @@ options:
         type: str
         required: true
       unit:
-        description: The systemd unit that runs the service. Give exactly one of O(services[].unit) and O(services[].pid).
+        description:
+          - The systemd unit that runs the service natively.
+          - Give exactly one of O(services[].unit), O(services[].pid) and O(services[].container).
         type: str
       pid:
         description: The PID of a process to audit on its own.
         type: int
+      container:
+        description:
+          - The name of a running container, as the C(gpufleet.core.gpu_services) role names them
+            (C(gpufleet-svc-<name>)).
+          - Its processes are every PID in the cgroup of its first process (C(<runtime> inspect)), not the unit that
+            started it, which holds only the runtime's client.
+        type: str
+      container_runtime:
+        description: The runtime that runs O(services[].container).
+        type: str
+        choices: [podman, docker]
+        default: podman
       expect:
         description: What the plan says. Leave a key out to report that value without judging it.
         type: dict
@@ -84,8 +98,9 @@ options:
   plan_file:
     description:
       - A placement plan written by the C(gpufleet.core.gpu_services) role (C(/etc/gpufleet/placement.json)).
-      - Each of its C(services) is audited as the unit C(gpufleet-svc-<name>.service), expecting its C(cpulist),
-        C(memlist), C(gpus) and C(memory_policy).
+      - Each of its C(services) is audited as its C(unit) (C(gpufleet-svc-<name>.service) when the plan names none),
+        or as its C(container) when it runs in container mode, expecting its C(cpulist), C(memlist), C(gpus) and
+        C(memory_policy).
       - Used when O(services) is not given.
     type: path
   max_remote_fraction:
@@ -173,12 +188,19 @@ services:
       returned: always
       sample: llm-a
     unit:
-      description: Its systemd unit; null for a service given by PID.
+      description: Its systemd unit; null for a service given by PID or container.
       type: str
       returned: always
       sample: gpufleet-svc-llm-a.service
+    container:
+      description: Its container; null for a service given by unit or PID.
+      type: str
+      returned: always
+      sample: null
     pids:
-      description: The processes audited (for a unit, every process in its cgroup subtree); empty when it is not running.
+      description:
+        - The processes audited (for a unit or a container, every process in its cgroup subtree); empty when it is
+          not running.
       type: list
       elements: int
       returned: always
@@ -287,6 +309,8 @@ SERVICE_SPEC = {
     'name': {'type': 'str', 'required': True},
     'unit': {'type': 'str'},
     'pid': {'type': 'int'},
+    'container': {'type': 'str'},
+    'container_runtime': {'type': 'str', 'choices': ['podman', 'docker'], 'default': 'podman'},
     'expect': {'type': 'dict', 'options': {
         'cpus': {'type': 'raw'},
         'mems': {'type': 'raw'},
@@ -301,7 +325,8 @@ def main():
         argument_spec=argument_spec(
             HOST_ROOTS,
             services={'type': 'list', 'elements': 'dict', 'options': SERVICE_SPEC,
-                      'mutually_exclusive': [['unit', 'pid']], 'required_one_of': [['unit', 'pid']]},
+                      'mutually_exclusive': [['unit', 'pid', 'container']],
+                      'required_one_of': [['unit', 'pid', 'container']]},
             plan_file={'type': 'path'},
             max_remote_fraction={'type': 'float', 'default': 0.02},
             sample_seconds={'type': 'float', 'default': 1.0},
@@ -312,7 +337,7 @@ def main():
     )
     params = module.params
     files = HostFiles(params['sysfs_root'], params['procfs_root'])
-    host = ServiceHost(files, module.run_command, module.get_bin_path('systemctl'))
+    host = ServiceHost(files, module.run_command, module.get_bin_path('systemctl'), module.get_bin_path)
     try:
         files.check_roots()
         services = normalise_services(params['services'] if params['services'] is not None

@@ -75,6 +75,7 @@ class Tree(object):
         self.proc = paths['procfs_root']
         self.sys = paths['sysfs_root']
         self.units = {}
+        self.containers = {}
         self.bin = tmp_path / 'bin'
         self.bin.mkdir()
         self.calls = tmp_path / 'systemctl.calls'
@@ -120,6 +121,28 @@ class Tree(object):
             with open(os.path.join(directory, 'notify_on_release'), 'w') as handle:
                 handle.write('0\n')
         self._write_systemctl()
+
+    def container(self, runtime, name, pid, cgroup_line, group_pids, hierarchy=('fs', 'cgroup')):
+        """A running container: <runtime> inspect answers its first pid, whose cgroup holds group_pids."""
+        with open(os.path.join(self.proc, str(pid), 'cgroup'), 'w') as handle:
+            handle.write(cgroup_line + '\n')
+        relative = cgroup_line.split(':', 2)[2]
+        directory = os.path.join(self.sys, *(hierarchy + tuple(part for part in relative.split('/') if part)))
+        os.makedirs(directory)
+        with open(os.path.join(directory, 'cgroup.procs'), 'w') as handle:
+            handle.write(''.join('%d\n' % each for each in group_pids))
+        self.containers.setdefault(runtime, {})[name] = pid
+        self._write_runtime(runtime)
+
+    def _write_runtime(self, runtime):
+        lines = ['#!/bin/sh', 'echo "%s $*" >> %s' % (runtime, self.calls), 'for name; do :; done', 'case "$name" in']
+        for name, pid in self.containers.get(runtime, {}).items():
+            lines.append('  %s) echo %d ;;' % (name, pid))
+        lines.append('  *) echo "Error: no such container $name" >&2; exit 125 ;;')
+        lines.append('esac')
+        path = self.bin / runtime
+        path.write_text('\n'.join(lines) + '\n')
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
     def _write_systemctl(self):
         lines = ['#!/bin/sh', 'echo "$*" >> %s' % self.calls, 'for unit; do :; done', 'case "$unit" in']
@@ -313,6 +336,60 @@ def test_services_from_the_gpu_services_plan(run_module, tree, clock, tmp_path):
     assert (only_b['passed'], only_b['services'][0]['remote_fraction']) == (True, None)
 
 
+def test_a_container_is_audited_by_its_own_cgroup_not_its_client_unit(run_module, tree, clock):
+    t = tree()
+    # podman on cgroup v2: the container's processes sit in libpod-<id>.scope/container; conmon elsewhere.
+    t.process(4001, '32-63', '1', NUMA_MAPS_BOUND)
+    t.process(4002, '32-63', '1', '7f00 default anon=100 dirty=100 N1=100 kernelpagesize_kB=4\n')
+    t.process(4090, '0-63', '0-1', NUMA_MAPS_BLIND)  # conmon: not the container's
+    t.container('podman', 'gpufleet-svc-c', 4001, '0::/machine.slice/libpod-3e1f.scope/container', [4001, 4002])
+    # docker on a v1 hybrid host: the name=systemd hierarchy names the scope.
+    t.process(5001, '0-31', '0-1', NUMA_MAPS_BLIND)
+    t.container('docker', 'gpufleet-svc-d', 5001, '1:name=systemd:/system.slice/docker-9c0d.scope', [5001],
+                hierarchy=('fs', 'cgroup', 'systemd'))
+    gpu_process(t.paths, GPU2, 4002)
+    result = audit(run_module, t, sample_seconds=0, services=[
+        {'name': 'c', 'container': 'gpufleet-svc-c', 'expect': EXPECT_B},
+        {'name': 'd', 'container': 'gpufleet-svc-d', 'container_runtime': 'docker', 'expect': EXPECT_B},
+        {'name': 'gone', 'container': 'gpufleet-svc-gone'}])
+    c, d, gone = result['services']
+    assert (c['container'], c['unit'], c['pids'], c['passed']) == ('gpufleet-svc-c', None, [4001, 4002], True)
+    # 4001's interpreter pages 100 on node 0 and 35 + 12 + 65536 + 9 on node 1; 4002's 100 on node 1.
+    assert c['pages_per_node'] == {'0': 100, '1': 35 + 12 + 65536 + 9 + 100}
+    assert (c['cpus_allowed_list'], c['memory_nodes_list'], c['gpus_held']) == ('32-63', '1', [GPU2])
+    assert (d['pids'], d['cpus_allowed_list'], d['passed']) == ([5001], '0-31', False)
+    assert d['reasons'][0] == 'CPUs 0-31 allowed, plan says 32-63'
+    assert gone['reasons'] == ['container gpufleet-svc-gone is not running: podman inspect says Error: no such '
+                               'container gpufleet-svc-gone']
+    assert result['failed_services'] == ['d', 'gone']
+    assert 'podman inspect --format {{.State.Pid}} gpufleet-svc-c' in t.systemctl_calls()
+    assert 'docker inspect --format {{.State.Pid}} gpufleet-svc-d' in t.systemctl_calls()
+
+
+def test_a_plans_container_services_are_audited_as_containers(run_module, tree, clock, tmp_path):
+    t = tree()
+    t.process(4001, '32-63', '1', NUMA_MAPS_BOUND)
+    t.container('docker', 'gpufleet-svc-c', 4001, '0::/system.slice/docker-77aa.scope', [4001])
+    gpu_process(t.paths, GPU2, 4001)
+    plan = tmp_path / 'placement.json'
+    plan.write_text(json.dumps({'version': 1, 'services': [
+        {'name': 'c', 'gpus': [GPU2], 'cpulist': '32-63', 'memlist': '1', 'memory_policy': 'bind',
+         'unit': 'gpufleet-svc-c.service', 'container': 'gpufleet-svc-c', 'container_runtime': 'docker'}]}))
+    result = audit(run_module, t, plan_file=str(plan), sample_seconds=0)
+    entry = result['services'][0]
+    assert (entry['unit'], entry['container'], entry['pids'], entry['passed']) == (None, 'gpufleet-svc-c', [4001], True)
+    assert not [call for call in t.systemctl_calls() if call.startswith('show')]
+
+
+def test_a_container_runtime_that_is_missing_is_named():
+    host = _numa_audit.ServiceHost(files=None, run_command=None, systemctl=None, find_program=lambda name: None)
+    services = _numa_audit.normalise_services([{'name': 'c', 'container': 'gpufleet-svc-c', 'container_runtime': 'docker'}])
+    with pytest.raises(_numa_audit.NumaAuditError) as failed:
+        _numa_audit.audit(host, services, None)
+    assert str(failed.value) == ('docker was not found on this host; audit container gpufleet-svc-c with '
+                                 'container_runtime set to the runtime that runs it, or by pid')
+
+
 def test_a_mig_device_is_named_instead_of_its_gpu(run_module, tree, clock):
     t = tree('single-h200')
     t.process(5150, '0-95', '0', '7f00 default anon=10 N0=10 kernelpagesize_kB=4\n')
@@ -377,8 +454,11 @@ def test_fail_on_violation_fails_the_task_with_the_reasons(run_module, tree, clo
 
 @pytest.mark.parametrize('args, message', [
     ({}, 'one of the following is required: services, plan_file'),
-    ({'services': [{'name': 'x', 'unit': 'x.service', 'pid': 1}]}, 'mutually exclusive: unit|pid'),
-    ({'services': [{'name': 'x'}]}, 'one of the following is required: unit, pid'),
+    ({'services': [{'name': 'x', 'unit': 'x.service', 'pid': 1}]}, 'mutually exclusive: unit|pid|container'),
+    ({'services': [{'name': 'x', 'unit': 'x.service', 'container': 'x'}]}, 'mutually exclusive: unit|pid|container'),
+    ({'services': [{'name': 'x'}]}, 'one of the following is required: unit, pid, container'),
+    ({'services': [{'name': 'x', 'container': 'x', 'container_runtime': 'lxc'}]},
+     'value of container_runtime must be one of: podman, docker'),
     ({'services': []}, 'services is empty; list the services to audit, or give plan_file'),
     ({'services': [{'name': 'x', 'pid': 1}, {'name': 'x', 'pid': 2}]}, 'service name x appears twice'),
     ({'services': [{'name': 'x', 'pid': 1, 'expect': {'cpus': '3-1'}}]},
