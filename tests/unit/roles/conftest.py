@@ -63,7 +63,8 @@ class RoleRender(object):
 
     def template(self, name):
         with open(os.path.join(ROLES, self.role, 'templates', name)) as handle:
-            return self.templar.template(trust_as_template(handle.read()))
+            # As the template action renders files: backslashes in the file are Jinja's own, not YAML's.
+            return self.templar.template(trust_as_template(handle.read()), escape_backslashes=False)
 
 
 @pytest.fixture

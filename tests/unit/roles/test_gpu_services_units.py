@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gpu_services unit template, rendered by Ansible for native and container services, podman and docker,
+and systemd with and without NUMAPolicy=; scored by systemd-analyze security where this machine has it.
+
+Molecule loads and runs these units in a systemd container, and the numa-vm stage runs a podman one on a real
+two-node kernel; these tests cover the variants those cannot (docker, systemd older than 243).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+GPU1 = 'GPU-6e756d61-766d-4000-8000-000000000001'
+PLAN = {
+    'name': 'llm', 'gpus': [GPU1], 'gpu_uuids': [GPU1], 'numa_node': 1, 'cpus': [2, 3], 'cpulist': '2-3',
+    'mems': [1], 'memlist': '1', 'memory_policy': 'bind', 'exclusive': True, 'mps': None,
+    'environment': {'CUDA_VISIBLE_DEVICES': GPU1, 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'},
+    'explanation': 'llm: GPU 1 on node 1; CPUs 2-3',
+}
+FACTS = {'getent_passwd': {'gpufleet-llm': ['x', '998', '997', '', '/nonexistent', '/usr/sbin/nologin']},
+         'gpufleet_topology': {'gpus': [{}, {}]}}
+
+
+def unit_text(render, mode, runtime='podman', systemd=252, spec=None):
+    spec = dict(spec or {}, name='llm', mode=mode)
+    if mode == 'native':
+        spec.setdefault('command', '/usr/bin/serve --port 8000')
+    else:
+        spec.setdefault('image', 'registry.example.com/llm:2.1')
+        spec.setdefault('command', '--port 8000')
+        spec.setdefault('container_args', ['--publish=127.0.0.1:8000:8000'])
+    item = {'name': 'llm', 'unit': 'gpufleet-svc-llm.service', 'mode': mode, 'state': 'started',
+            'user': 'gpufleet-llm', 'dedicated_user': True, 'mps_user': None, 'placed_name': 'llm',
+            'spec': spec, 'plan': PLAN}
+    role = render('gpu_services', facts=FACTS, item=item, gpu_services_container_runtime=runtime,
+                  gpu_services_services=[spec], _gpu_services_systemd_version=systemd,
+                  _gpu_services_numa_directives=systemd >= 243)
+    return role.template('gpufleet-svc.service.j2')
+
+
+def directives(text):
+    return [line for line in text.splitlines() if line and not line.startswith(('#', '['))]
+
+
+def exec_start(text):
+    return [line for line in directives(text) if line.startswith('ExecStart=')][0]
+
+
+def test_podman_unit_is_an_unprivileged_client_of_the_api_socket(render):
+    text = unit_text(render, 'container', 'podman')
+    lines = directives(text)
+    assert exec_start(text) == (
+        'ExecStart=/usr/bin/podman --remote --url=unix:///run/gpufleet-podman/podman.sock run --rm --name=gpufleet-svc-llm '
+        '--device=nvidia.com/gpu=%s --cpuset-cpus=2-3 --cpuset-mems=1 --user=998:997 --cap-drop=ALL '
+        '--security-opt=no-new-privileges --env=CUDA_DEVICE_ORDER=PCI_BUS_ID --env=CUDA_VISIBLE_DEVICES=%s '
+        '--publish=127.0.0.1:8000:8000 registry.example.com/llm:2.1 --port 8000' % (GPU1, GPU1))
+    for line in ('User=gpufleet-llm', 'SupplementaryGroups=gpufleet-podman', 'PrivateNetwork=yes',
+                 'RestrictAddressFamilies=AF_UNIX', 'PrivateDevices=yes', 'CapabilityBoundingSet=',
+                 'ExecStop=/usr/bin/podman --remote --url=unix:///run/gpufleet-podman/podman.sock stop --time=30 gpufleet-svc-llm',
+                 'ExecStartPre=-/usr/bin/podman --remote --url=unix:///run/gpufleet-podman/podman.sock rm --force gpufleet-svc-llm'):
+        assert line in lines
+    # No privilege of its own: never root, no delegation, no numactl around the client.
+    assert not [line for line in lines if line.startswith(('Delegate=', 'CPUAffinity=', 'NUMAPolicy=', 'MemoryPolicy='))]
+    assert 'numactl' not in '\n'.join(lines)
+
+
+def test_docker_unit_uses_docker_socket_group_and_gpus_by_uuid(render):
+    text = unit_text(render, 'container', 'docker', spec={'environment': {'MODEL': 'llama 3'}})
+    assert exec_start(text).startswith(
+        'ExecStart=/usr/bin/docker --host=unix:///run/docker.sock run --rm --name=gpufleet-svc-llm '
+        '"--gpus=\\"device=%s\\"" --cpuset-cpus=2-3 --cpuset-mems=1 --user=998:997 ' % GPU1)
+    assert '"--env=MODEL=llama 3"' in exec_start(text)
+    assert 'SupplementaryGroups=docker' in directives(text)
+
+
+def test_preferred_memory_leaves_the_container_free_to_spill(render):
+    plan_text = unit_text(render, 'container', 'podman')
+    PLAN['memory_policy'] = 'preferred'
+    try:
+        text = unit_text(render, 'container', 'podman')
+    finally:
+        PLAN['memory_policy'] = 'bind'
+    assert '--cpuset-mems=1' in exec_start(plan_text) and '--cpuset-mems' not in exec_start(text)
+
+
+def test_native_unit_binds_with_numa_directives_and_falls_back_to_numactl_before_243(render):
+    lines = directives(unit_text(render, 'native'))
+    assert {'CPUAffinity=2-3', 'NUMAPolicy=bind', 'NUMAMask=1', 'ExecStart=/usr/bin/serve --port 8000',
+            'DevicePolicy=closed', 'DeviceAllow=/dev/nvidia1 rw', 'User=gpufleet-llm'} <= set(lines)
+    old = unit_text(render, 'native', systemd=237)
+    assert not [line for line in directives(old) if line.startswith(('NUMAPolicy=', 'NUMAMask='))]
+    assert exec_start(old) == ('ExecStart=/usr/bin/numactl --physcpubind=2-3 --membind=1 -- '
+                               '/usr/bin/serve --port 8000')
+    assert 'CPUAffinity=2-3' in directives(old)
+
+
+def offline_exposure(text, tmp_path):
+    """systemd-analyze security --offline's overall exposure of a unit file, or None where it cannot score one."""
+    analyze = shutil.which('systemd-analyze')
+    if not analyze:
+        return None
+    path = tmp_path / 'gpufleet-svc-llm.service'
+    path.write_text(text)
+    result = subprocess.run([analyze, 'security', '--offline=true', '--no-pager', str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    match = re.search(r'Overall exposure level for \S+: (\d+\.\d+)', result.stdout)
+    if not match:
+        if 'offline' in result.stdout and 'unrecognized' in result.stdout:
+            return None  # systemd older than 250
+        raise AssertionError(result.stdout)
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize('mode, runtime', [('native', 'podman'), ('container', 'podman'), ('container', 'docker')])
+def test_every_unit_scores_5_or_less(render, tmp_path, mode, runtime):
+    score = offline_exposure(unit_text(render, mode, runtime), tmp_path)
+    if score is None:
+        pytest.skip('this machine has no systemd-analyze security --offline (systemd 250 or newer)')
+    assert score <= 5.0, '%s/%s unit scores %.1f' % (mode, runtime, score)
