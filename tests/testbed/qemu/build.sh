@@ -8,7 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 cache=${GPUFLEET_QEMU_CACHE:-$repo/build/qemu}
 suite=bookworm
+# podman and netavark: the container-mode service runs under the real podman (crun: the guest is cgroup v2).
 include=linux-image-amd64,systemd,systemd-sysv,udev,dbus,kmod,openssh-server,numactl,iproute2,python3,procps
+include=$include,podman,netavark
 
 # Host tools, installed when missing: CI starts from a fresh machine.
 # shellcheck source=tests/testbed/lib.sh
@@ -33,7 +35,7 @@ fi
 start=$(date +%s)
 rm -rf "$guest" && mkdir -p "$guest"
 root=$(mktemp -d /var/tmp/gpufleet-guest.XXXXXX)
-trap 'rm -rf "$root" "$root.log"' EXIT
+trap 'rm -rf "$root" "$root.log" "$root.image"' EXIT
 if ! debootstrap --variant=minbase --include="$include" "$suite" "$root" "$mirror" >"$root.log" 2>&1; then
   tail -n 30 "$root.log" >&2
   exit 1
@@ -59,6 +61,29 @@ chroot "$root" systemctl mask systemd-networkd-wait-online.service getty@tty1.se
   serial-getty@ttyS0.service apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer \
   fstrim.timer >/dev/null 2>&1
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+
+# The container test image (no registry): python3 with its standard library and the libraries its programs
+# load, taken from the guest's own packages, imported into the guest's podman by the test.
+guest_path() { # a guest path with its directories resolved, the file itself kept (it may be a symlink)
+  printf '%s/%s\n' "$(chroot "$root" readlink -f "$(dirname "$1")")" "$(basename "$1")"
+}
+image_list=$root.image
+{
+  programs=(/usr/bin/python3.11 /usr/bin/dash /usr/bin/cp)
+  for path in "${programs[@]}" /usr/bin/python3 /usr/bin/sh; do guest_path "$path"; done
+  echo /usr/lib/python3.11
+  echo /etc/passwd
+  echo /etc/group
+  modules=("$root"/usr/lib/python3.11/lib-dynload/*.so)
+  # shellcheck disable=SC2016  # expanded by the guest's shell
+  chroot "$root" sh -c 'ldd "$@" 2>/dev/null' ldd "${programs[@]}" "${modules[@]#"$root"}" \
+    | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $1 !~ /:$/ {print $1}' | sort -u \
+    | while read -r lib; do guest_path "$lib"; chroot "$root" readlink -f "$lib"; done
+  for link in bin lib lib64 sbin; do [ -L "$root/$link" ] && echo "/$link"; done
+  echo /tmp
+} | sed 's|^/||' | sort -u >"$image_list"
+tar -C "$root" -cf "$root/opt/gpufleet-python-image.tar" -T "$image_list"
+rm -f "$image_list"
 
 cp "$(readlink -f "$root/vmlinuz")" "$guest/kernel"
 cp "$(readlink -f "$root/initrd.img")" "$guest/initrd"
