@@ -140,9 +140,7 @@ class Tree(object):
             lines.append('  %s) echo %d ;;' % (name, pid))
         lines.append('  *) echo "Error: no such container $name" >&2; exit 125 ;;')
         lines.append('esac')
-        path = self.bin / runtime
-        path.write_text('\n'.join(lines) + '\n')
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+        self._write_program(runtime, lines)
 
     def _write_systemctl(self):
         lines = ['#!/bin/sh', 'echo "$*" >> %s' % self.calls, 'for unit; do :; done', 'case "$unit" in']
@@ -152,7 +150,10 @@ class Tree(object):
                          % (name, unit['state'], sub, unit['group'] if unit['state'] == 'active' else ''))
         lines.append('  *) printf "LoadState=not-found\\nActiveState=inactive\\nSubState=dead\\nControlGroup=\\n" ;;')
         lines.append('esac')
-        path = self.bin / 'systemctl'
+        self._write_program('systemctl', lines)
+
+    def _write_program(self, name, lines):
+        path = self.bin / name
         path.write_text('\n'.join(lines) + '\n')
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
