@@ -12,12 +12,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import COMPUTE_MODES, Nvml, NvmlError
 
 MODE_VALUES = dict((name, value) for value, name in COMPUTE_MODES.items() if name != 'exclusive_thread')
 
 
-class ComputeModeError(Exception):
+class ComputeModeError(GpufleetError):
     """A compute-mode request that cannot be met; the message names the fix."""
 
 

@@ -17,8 +17,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
-class CpuListError(ValueError):
+
+class CpuListError(GpufleetError, ValueError):
     """A CPU list or mask that the kernel would not have written."""
 
 

@@ -17,8 +17,10 @@ __metaclass__ = type
 import errno
 import os
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
-class HostFilesError(Exception):
+
+class HostFilesError(GpufleetError):
     """A tree root that cannot be read."""
 
 

@@ -12,6 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_layout import from_mig_parted, resolve, select_gpus
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import GpuShape, LayoutError, plan_instances, validate
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError
@@ -26,11 +28,11 @@ _RESET_BLOCKING_PROGRAMS = {
 }
 
 
-class MigError(Exception):
+class MigError(GpufleetError):
     """A MIG request refused before any change; the message says why and what to do."""
 
 
-class MigApplyError(Exception):
+class MigApplyError(GpufleetError):
     """An NVML failure part-way through; the message says what was already applied."""
 
 
@@ -366,12 +368,8 @@ class MigRun:
             'reset_required': reset_required,
             'reset_blockers': blockers,
             'reboot_required': reset_required and bool(blockers),
-            'diff': {
-                'before': ''.join('GPU %d %s: %s\n' % (g['index'], g['uuid'], _text(before[g['index']]))
-                                  for g in gpus),
-                'after': ''.join('GPU %d %s: %s\n' % (g['index'], g['uuid'], _text(planned[g['index']]))
-                                 for g in gpus),
-            },
+            'diff': make_diff(['GPU %d %s: %s' % (g['index'], g['uuid'], _text(before[g['index']])) for g in gpus],
+                              ['GPU %d %s: %s' % (g['index'], g['uuid'], _text(planned[g['index']])) for g in gpus]),
         }
 
 

@@ -16,13 +16,15 @@ __metaclass__ = type
 
 import itertools
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+
 # Compute-instance sizes a GPU instance of N compute slices offers (A100/H100/H200, MIG user guide).
 # NVML only describes compute-instance profiles of an existing GPU instance, so a layout is checked
 # against this table before anything is created; NVML still has the last word at creation.
 COMPUTE_INSTANCE_SIZES = {1: (1,), 2: (1, 2), 3: (1, 2, 3), 4: (1, 2, 4), 7: (1, 2, 3, 4, 7)}
 
 
-class LayoutError(ValueError):
+class LayoutError(GpufleetError, ValueError):
     """A layout that cannot be applied; the message says why and what would work."""
 
 

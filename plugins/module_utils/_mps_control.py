@@ -12,12 +12,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, mps_size, size_mb
 
 NO_DAEMON = 'Cannot find MPS control daemon process'
 
 
-class MpsControlError(Exception):
+class MpsControlError(GpufleetError):
     """The daemon is absent or refused a command; the message says what to do."""
 
 

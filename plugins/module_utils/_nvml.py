@@ -18,6 +18,8 @@ __metaclass__ = type
 import ctypes
 import traceback
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+
 try:
     import pynvml
 except ImportError:
@@ -51,7 +53,7 @@ _FIXES = {
 }
 
 
-class NvmlError(Exception):
+class NvmlError(GpufleetError):
     """An NVML failure, described with the fix."""
 
 

@@ -17,11 +17,13 @@ import base64
 import binascii
 import hashlib
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+
 _PUBLIC_KEY = 6
 _PUBLIC_SUBKEY = 14
 
 
-class OpenPgpError(ValueError):
+class OpenPgpError(GpufleetError, ValueError):
     """Data that is not an OpenPGP public key."""
 
 

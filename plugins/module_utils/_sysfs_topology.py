@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import (
     parse_cpulist,
     parse_cpumask,
 )
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
 _CPU_DIR = ('devices', 'system', 'cpu')
 _NODE_DIR = ('devices', 'system', 'node')
@@ -28,7 +29,7 @@ _NVIDIA_VENDOR = '0x10de'
 _MPS_PROGRAMS = ('nvidia-cuda-mps-control', 'nvidia-cuda-mps-server')
 
 
-class TopologyReadError(Exception):
+class TopologyReadError(GpufleetError):
     """A sysfs or procfs value that cannot be understood."""
 
 

@@ -96,6 +96,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._openpgp import OpenPgpError, normalise, primary_fingerprints
 
 
@@ -172,8 +173,8 @@ def main():
              'attributes': None}, changed)
     result = {'changed': changed, 'dest': dest, 'fingerprints': found}
     if module._diff:
-        result['diff'] = {'before': 'absent\n' if existing is None else 'keyring %d bytes\n' % len(existing),
-                          'after': 'keyring %d bytes, fingerprints %s\n' % (len(binary), ', '.join(found))}
+        result['diff'] = make_diff(['absent' if existing is None else 'keyring %d bytes' % len(existing)],
+                                   ['keyring %d bytes, fingerprints %s' % (len(binary), ', '.join(found))])
     module.exit_json(**result)
 
 

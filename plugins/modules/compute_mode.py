@@ -59,6 +59,7 @@ modes:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.core.plugins.module_utils._compute_mode import ComputeModeError, ensure
+from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff, mapping_lines
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR, PYNVML_PACKAGE, pynvml
 
 
@@ -79,8 +80,8 @@ def main():
     result = {'changed': changed,
               'modes': dict((uuid, {'before': before, 'after': after}) for uuid, (before, after) in changes.items())}
     if module._diff:
-        result['diff'] = {'before': ''.join('%s: %s\n' % (u, b) for u, (b, _a) in sorted(changes.items())),
-                          'after': ''.join('%s: %s\n' % (u, a) for u, (_b, a) in sorted(changes.items()))}
+        result['diff'] = make_diff(mapping_lines(dict((uuid, before) for uuid, (before, _after) in changes.items())),
+                                   mapping_lines(dict((uuid, after) for uuid, (_before, after) in changes.items())))
     module.exit_json(**result)
 
 

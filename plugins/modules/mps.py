@@ -113,6 +113,7 @@ restart_required:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._mps_control import (
     MpsControl,
     MpsControlError,
@@ -149,8 +150,8 @@ def main():
     result = dict(after, changed=bool(commands), running=True, commands=commands,
                   restart_required=bool(commands) and bool(before['servers']))
     if module._diff:
-        result['diff'] = {'before': _settings(before), 'after': _settings(after if not module.check_mode else dict(
-            before, planned=commands))}
+        result['diff'] = make_diff(_settings(before),
+                                   _settings(after if not module.check_mode else dict(before, planned=commands)))
     module.exit_json(**result)
 
 
@@ -159,7 +160,7 @@ def _settings(state):
     lines.extend('default_pinned_mem_limit %s: %s' % (device, limit or 'none')
                  for device, limit in sorted(state['default_pinned_mem_limits'].items()))
     lines.extend('will send: %s' % command for command in state.get('planned', []))
-    return '\n'.join(lines) + '\n'
+    return lines
 
 
 if __name__ == '__main__':
