@@ -43,6 +43,20 @@ def role_yaml(role, relpath):
         return yaml.safe_load(handle) or {}
 
 
+def included_vars(role):
+    """The variables the role's tasks load with include_vars from a file beside it, as the play will have them."""
+    found = {}
+    tasks = os.path.join(ROLES, role, 'tasks')
+    for name in sorted(os.listdir(tasks)) if os.path.isdir(tasks) else []:
+        for task in role_yaml(role, os.path.join('tasks', name)) or []:
+            spec = task.get('ansible.builtin.include_vars') if isinstance(task, dict) else None
+            if isinstance(spec, dict) and 'file' in spec:
+                path = spec['file'].replace('{{ role_path }}', os.path.join(ROLES, role))
+                with open(path) as handle:
+                    found.update(yaml.safe_load(handle) or {})
+    return found
+
+
 class RoleRender(object):
     """A role's defaults and vars, with overrides and ansible_facts, rendered by Ansible's Templar."""
 
@@ -51,6 +65,7 @@ class RoleRender(object):
         variables = {}
         variables.update(role_yaml(role, 'defaults/main.yml'))
         variables.update(role_yaml(role, 'vars/main.yml'))
+        variables.update(included_vars(role))  # include_vars outranks role vars
         variables.update(overrides)
         ansible_facts = dict(SYSTEMS[system], architecture=architecture)
         ansible_facts.update(facts or {})

@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 import pytest
 
 CUDA_REPO = 'https://developer.download.nvidia.com/compute/cuda/repos/'
+# The roles that install from NVIDIA's CUDA repository, and their variables' prefix.
+CUDA_REPO_ROLES = (('nvidia_driver', '_nvidia_driver'), ('cuda', '_cuda'), ('dcgm_exporter', '_dcgm_exporter'))
 
 
 @pytest.mark.parametrize('system, architecture, path', [
@@ -21,16 +23,56 @@ CUDA_REPO = 'https://developer.download.nvidia.com/compute/cuda/repos/'
     ('debian12', 'aarch64', 'debian12/sbsa'),
 ])
 def test_cuda_repository_paths(render, system, architecture, path):
-    for role, prefix in (('nvidia_driver', '_nvidia_driver'), ('cuda', '_cuda'), ('dcgm_exporter', '_dcgm_exporter')):
+    for role, prefix in CUDA_REPO_ROLES:
         role_vars = render(role, system, architecture)
         assert role_vars.value(prefix + '_repo_url') == CUDA_REPO + path
         assert role_vars.value(prefix + '_repo_key_url') == CUDA_REPO + path + '/3bf863cc.pub'
+
+
+@pytest.mark.parametrize('system', ['ubuntu2204', 'ubuntu2404', 'debian12'])
+@pytest.mark.parametrize('architecture', ['x86_64', 'aarch64'])
+def test_the_three_roles_agree_on_the_cuda_repository_and_take_it_from_apt_pinned(render, system, architecture):
+    urls = set()
+    for role, prefix in CUDA_REPO_ROLES:
+        role_vars = render(role, system, architecture)
+        url = role_vars.value(prefix + '_repo_url')
+        assert url == role_vars.value('_apt_pinned_cuda_repo_url')
+        urls.add((url, role_vars.value(prefix + '_repo_key_url')))
+    assert len(urls) == 1
+
+
+def test_no_role_keeps_its_own_copy_of_the_cuda_repository_layout(render):
+    for role, prefix in CUDA_REPO_ROLES:
+        role_vars = render(role).templar.available_variables
+        assert not [name for name in role_vars if name.startswith(prefix) and name.endswith(('_systems', '_arches', '_system'))]
+
+
+@pytest.mark.parametrize('facts', [{'distribution_version': '20.04', 'distribution_major_version': '20'},
+                                   {'architecture': 'ppc64le'}])
+def test_a_system_nvidia_does_not_serve_is_unsupported_in_every_role(render, facts):
+    for role, prefix in CUDA_REPO_ROLES:
+        role_vars = render(role, 'ubuntu2204', facts=facts)
+        assert 'unsupported' in role_vars.value(prefix + '_repo_url')
+        supported = role_vars.value("_apt_pinned_cuda_system in _apt_pinned_cuda_repo_systems and "
+                                    "ansible_facts['architecture'] in _apt_pinned_cuda_repo_arches")
+        assert supported is False
 
 
 def test_a_mirror_replaces_nvidias_repository(render):
     driver = render('nvidia_driver', 'ubuntu2204', nvidia_driver_repo_url='http://mirror.hk1.example.internal/cuda/ubuntu2204/x86_64')
     assert driver.value('_nvidia_driver_repo_url') == 'http://mirror.hk1.example.internal/cuda/ubuntu2204/x86_64'
     assert driver.value('_nvidia_driver_repo_key_url') == 'http://mirror.hk1.example.internal/cuda/ubuntu2204/x86_64/3bf863cc.pub'
+
+
+@pytest.mark.parametrize('role, prefix', CUDA_REPO_ROLES)
+def test_each_roles_own_mirror_and_key_win(render, role, prefix):
+    mirror = 'http://mirror.hk1.example.internal/cuda/ubuntu2204/x86_64'
+    role_vars = render(role, 'ubuntu2204', **{prefix[1:] + '_repo_url': mirror})
+    assert role_vars.value(prefix + '_repo_url') == mirror
+    assert role_vars.value(prefix + '_repo_key_url') == mirror + '/3bf863cc.pub'
+    role_vars = render(role, 'ubuntu2204', **{prefix[1:] + '_repo_key_url': 'file:///srv/keys/cuda.pub'})
+    assert role_vars.value(prefix + '_repo_url') == CUDA_REPO + 'ubuntu2204/x86_64'
+    assert role_vars.value(prefix + '_repo_key_url') == 'file:///srv/keys/cuda.pub'
 
 
 @pytest.mark.parametrize('architecture, debian_arch', [('x86_64', 'amd64'), ('aarch64', 'arm64')])
