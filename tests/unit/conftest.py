@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Shared fixtures: the NVML simulator on sys.path, rendered host trees, and a module runner."""
+"""Shared fixtures: simulated hosts (support/sim.py, which also puts the NVML simulator on sys.path),
+a module runner, and OpenPGP keys."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,15 +12,17 @@ import sys
 
 import pytest
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-SIM_DIR = os.path.join(REPO, 'tests', 'nvml_sim')
-HOSTS_DIR = os.path.join(SIM_DIR, 'hosts')
+from .support import sim
 
-# The simulator stands in for nvidia-ml-py: it must win the import of "pynvml".
-if SIM_DIR not in sys.path:
-    sys.path.insert(0, SIM_DIR)
+# Where the simulator and the repository are, for tests that import them from here.
+REPO, SIM_DIR, HOSTS_DIR = sim.REPO, sim.SIM_DIR, sim.HOSTS_DIR
 
-import render_tree  # noqa: E402  (from SIM_DIR)
+# tests/apt_repo/gnupg_home.py: a GnuPG home whose agent is stopped before the home goes.
+APT_REPO_DIR = os.path.join(REPO, 'tests', 'apt_repo')
+if APT_REPO_DIR not in sys.path:
+    sys.path.append(APT_REPO_DIR)
+
+from gnupg_home import gnupg_home  # noqa: E402  (from APT_REPO_DIR)
 
 
 class ModuleExit(Exception):
@@ -77,21 +80,18 @@ def run_module(monkeypatch):
 
 
 @pytest.fixture
-def sim_host(tmp_path, monkeypatch):
-    """Select a simulated host: renders its trees and points the simulator at it."""
-    def select(name):
-        host_file = os.path.join(HOSTS_DIR, name + '.json')
-        with open(host_file) as handle:
-            render_tree.render(json.load(handle), str(tmp_path / name))
-        monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', host_file)
-        monkeypatch.setenv('GPUFLEET_NVML_SIM_STATE', str(tmp_path / (name + '.state.json')))
-        return {
-            'host_file': host_file,
-            'state_file': str(tmp_path / (name + '.state.json')),
-            'sysfs_root': str(tmp_path / name / 'sys'),
-            'procfs_root': str(tmp_path / name / 'proc'),
-        }
-    return select
+def sim_hosts(tmp_path, monkeypatch):
+    """Points the simulator at a host for this test (see support/sim.py: named, described, with_gpus)."""
+    return sim.SimHosts(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def sim_host(sim_hosts):
+    """Select a simulated host by name: renders its trees and points the simulator at it.
+
+    Returns host_file, state_file, sysfs_root and procfs_root.
+    """
+    return sim_hosts.named
 
 
 def gpg(home, *args, **kwargs):
@@ -102,13 +102,13 @@ def gpg(home, *args, **kwargs):
 @pytest.fixture(scope='session')
 def keys(tmp_path_factory):
     """Two keys made by gpg: an RSA one like NVIDIA's, and an ed25519 one; returns armored, binary, fingerprints."""
-    home = tmp_path_factory.mktemp('gnupg')
-    os.chmod(str(home), 0o700)
     made = {}
-    for uid, algo in (('repo-rsa@gpufleet.invalid', 'rsa3072'), ('repo-ed@gpufleet.invalid', 'ed25519')):
-        gpg(home, '--passphrase', '', '--quick-gen-key', uid, algo, 'default', 'never')
-        listing = gpg(home, '--with-colons', '--fingerprint', uid).decode()
-        fpr = [line.split(':')[9] for line in listing.splitlines() if line.startswith('fpr:')][0]
-        made[uid] = {'fingerprint': fpr, 'armored': gpg(home, '--armor', '--export', uid),
-                     'binary': gpg(home, '--export', uid)}
+    # The agent gpg starts is stopped and its home removed as soon as the keys are exported.
+    with gnupg_home(tmp_path_factory.getbasetemp()) as home:
+        for uid, algo in (('repo-rsa@gpufleet.invalid', 'rsa3072'), ('repo-ed@gpufleet.invalid', 'ed25519')):
+            gpg(home, '--passphrase', '', '--quick-gen-key', uid, algo, 'default', 'never')
+            listing = gpg(home, '--with-colons', '--fingerprint', uid).decode()
+            fpr = [line.split(':')[9] for line in listing.splitlines() if line.startswith('fpr:')][0]
+            made[uid] = {'fingerprint': fpr, 'armored': gpg(home, '--armor', '--export', uid),
+                         'binary': gpg(home, '--export', uid)}
     return made

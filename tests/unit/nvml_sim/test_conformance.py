@@ -17,7 +17,7 @@ import pytest
 
 import pynvml as sim
 
-SIM_DIR = os.path.dirname(os.path.abspath(sim.__file__))
+from ..support.sim import SIM_DIR
 
 
 @pytest.fixture(scope='module')

@@ -3,13 +3,13 @@
 """The simulator's MIG behaviour against NVIDIA's published rules.
 
 Expected values come from NVIDIA's MIG user guide (profile tables, placements,
-reset and reboot behaviour), written out here by hand.
+reset and reboot behaviour), written out here by hand. The profile table is written here once: it checks
+tests/nvml_sim/gpu_models.json, from which every other test takes its tables (support/mig_tables.py).
 """
 
 from __future__ import absolute_import, division, print_function
 
 import ctypes
-import json
 import os
 
 import pytest
@@ -17,8 +17,12 @@ import pytest
 import pynvml
 import simctl
 
-# (host, GPU index) -> {profile name: (nvidia-smi profile id, max instances, memory slices)} per MIG user guide.
-PROFILE_TABLES = {
+from ..support import mig_tables
+from ..support.sim import HOSTS_DIR, gpu_uuid
+
+GPU = gpu_uuid(1)
+# GPU model -> {profile name: (nvidia-smi profile id, max instances, memory slices)} per MIG user guide.
+MIG_USER_GUIDE = {
     'A100-SXM4-40GB': {'1g.5gb': (19, 7, 1), '1g.5gb+me': (20, 1, 1), '1g.10gb': (15, 4, 2), '2g.10gb': (14, 3, 2),
                        '3g.20gb': (9, 2, 4), '4g.20gb': (5, 1, 4), '7g.40gb': (0, 1, 8)},
     'A100-80GB-PCIe': {'1g.10gb': (19, 7, 1), '1g.10gb+me': (20, 1, 1), '1g.20gb': (15, 4, 2),
@@ -31,23 +35,15 @@ PROFILE_TABLES = {
 
 
 @pytest.fixture
-def one_gpu_host(tmp_path, monkeypatch):
+def one_gpu_host(sim_hosts):
     """A host with one GPU of the given model, MIG mode on, and an NVML session open."""
     sessions = []
 
-    def make(model, mig_mode=1, architecture_processes=None):
-        host = {'cpu': {'sockets': [{'id': 0, 'cpus': '0-3'}]},
-                'numa_nodes': [{'id': 0, 'cpus': '0-3', 'memory_mb': 1024, 'distances': [10]}],
-                'driver': {'version': '570.133.20', 'cuda_version': 12080, 'nvml_version': '12.570.133.20'},
-                'gpus': [{'model': model, 'uuid': 'GPU-00000000-0000-4000-8000-000000000001',
-                          'pci_bus_id': '00000000:17:00.0', 'numa_node': 0, 'mig_mode': mig_mode}]}
-        path = tmp_path / ('%s.json' % model)
-        path.write_text(json.dumps(host))
-        monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', str(path))
-        monkeypatch.setenv('GPUFLEET_NVML_SIM_STATE', str(tmp_path / 'state.json'))
+    def make(model, mig_mode=1):
+        paths = sim_hosts.with_gpus(model, first_uuid=1, mig_mode=mig_mode)
         pynvml.nvmlInit()
         sessions.append(True)
-        return pynvml.nvmlDeviceGetHandleByIndex(0), str(path), str(tmp_path / 'state.json')
+        return pynvml.nvmlDeviceGetHandleByIndex(0), paths['host_file'], paths['state_file']
     yield make
     for _open_session in sessions:
         pynvml.nvmlShutdown()
@@ -64,11 +60,12 @@ def profiles_by_name(handle):
     return found
 
 
-def create(handle, profile_id, start=None):
+def create(handle, profile_id, start=None, model=None):
+    """Create a GPU instance; at START (in memory slices) if given, with the placement size MODEL has for it."""
     if start is None:
         return pynvml.nvmlDeviceCreateGpuInstance(handle, profile_id)
     placement = pynvml.c_nvmlGpuInstancePlacement_t(start, 0)
-    placement.size = {19: 1, 20: 1, 15: 2, 14: 2, 9: 4, 5: 4, 0: 8}[profile_id]
+    placement.size = mig_tables.memory_slices_by_id(model)[profile_id]
     return pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, profile_id, ctypes.byref(placement))
 
 
@@ -77,20 +74,26 @@ def layout(handle):
     return sorted(((info.profileId, info.placement.start) for info in infos), key=lambda item: item[1])
 
 
-@pytest.mark.parametrize('model', sorted(PROFILE_TABLES))
+def test_gpu_models_json_holds_the_mig_user_guides_tables():
+    assert mig_tables.mig_models() == sorted(MIG_USER_GUIDE)
+    for model, table in MIG_USER_GUIDE.items():
+        assert mig_tables.profile_table(model) == table, model
+
+
+@pytest.mark.parametrize('model', mig_tables.mig_models())
 def test_profile_tables(one_gpu_host, model):
     handle, _host, _state = one_gpu_host(model)
     profiles = profiles_by_name(handle)
     assert dict((name, (info.id, info.instanceCount)) for name, info in profiles.items()) == \
-        dict((name, (pid, count)) for name, (pid, count, _slices) in PROFILE_TABLES[model].items())
+        dict((name, (pid, count)) for name, (pid, count, _slices) in mig_tables.profile_table(model).items())
 
 
-@pytest.mark.parametrize('model', sorted(PROFILE_TABLES))
+@pytest.mark.parametrize('model', mig_tables.mig_models())
 @pytest.mark.parametrize('name_index', range(7))
 def test_each_profile_fills_to_its_maximum_and_no_further(one_gpu_host, model, name_index):
     handle, _host, _state = one_gpu_host(model)
-    name = sorted(PROFILE_TABLES[model])[name_index]
-    profile_id, maximum, _slices = PROFILE_TABLES[model][name]
+    name = sorted(mig_tables.profile_table(model))[name_index]
+    profile_id, maximum, _slices = mig_tables.profile_table(model)[name]
     assert pynvml.nvmlDeviceGetGpuInstanceRemainingCapacity(handle, profile_id) == maximum
     for _instance in range(maximum):
         pynvml.nvmlDeviceCreateGpuInstance(handle, profile_id)
@@ -135,14 +138,15 @@ def _all_instances(handle):
 
 
 def test_explicit_placements(one_gpu_host):
-    handle, _host, _state = one_gpu_host('H100-SXM5-80GB')
-    create(handle, 5, 0)   # 4g.40gb at 0
-    create(handle, 9, 4)   # 3g.40gb at 4: 4+3 = 7 compute slices, all 8 memory slices
+    model = 'H100-SXM5-80GB'
+    handle, _host, _state = one_gpu_host(model)
+    create(handle, 5, 0, model)   # 4g.40gb at 0
+    create(handle, 9, 4, model)   # 3g.40gb at 4: 4+3 = 7 compute slices, all 8 memory slices
     assert layout(handle) == [(5, 0), (9, 4)]
     with pytest.raises(pynvml.NVMLError_InsufficientResources):
-        create(handle, 19, 6)
+        create(handle, 19, 6, model)
     with pytest.raises(pynvml.NVMLError_InvalidArgument):
-        create(handle, 9, 2)  # 3g only starts at 0 or 4
+        create(handle, 9, 2, model)  # 3g only starts at 0 or 4
 
 
 def test_possible_placements_use_the_caller_allocated_array(one_gpu_host):
@@ -204,14 +208,14 @@ def test_hopper_loses_mig_mode_at_reboot(one_gpu_host):
 def test_enabling_mig_on_ampere_waits_for_a_reset_while_busy(one_gpu_host):
     handle, _host, state = one_gpu_host('A100-80GB-PCIe', mig_mode=0)
     pynvml.nvmlShutdown()
-    simctl.add_process(state, 'GPU-00000000-0000-4000-8000-000000000001', 999)
+    simctl.add_process(state, GPU, 999)
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     assert pynvml.nvmlDeviceSetMigMode(handle, 1) == pynvml.NVML_ERROR_IN_USE
     assert pynvml.nvmlDeviceGetMigMode(handle) == [0, 1]
     pynvml.nvmlShutdown()
     simctl.remove_process(state, 999)
-    simctl.reset_gpu(state, 'GPU-00000000-0000-4000-8000-000000000001')
+    simctl.reset_gpu(state, GPU)
     pynvml.nvmlInit()
     assert pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByIndex(0)) == [1, 1]
 
@@ -237,7 +241,6 @@ def test_injected_fault_fires_once_on_the_chosen_call(one_gpu_host):
 
 
 def test_calls_before_init_raise_uninitialized(monkeypatch):
-    monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', os.path.join(os.path.dirname(pynvml.__file__), 'hosts',
-                                                              'reference-a100.json'))
+    monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', os.path.join(HOSTS_DIR, 'reference-a100.json'))
     with pytest.raises(pynvml.NVMLError_Uninitialized):
         pynvml.nvmlDeviceGetCount()

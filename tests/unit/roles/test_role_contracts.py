@@ -36,3 +36,23 @@ def test_variables_are_prefixed(role):
     internal = role_yaml(role, 'vars/main.yml')
     assert [name for name in public if not name.startswith(role + '_')] == []
     assert [name for name in internal if not name.startswith('_%s_' % role)] == []
+
+
+@pytest.mark.parametrize('role', ALL_ROLES)
+def test_every_vars_file_is_prefixed(role):
+    # Files other roles load with include_vars (apt_pinned's cuda_repo.yml) keep the owning role's prefix.
+    directory = os.path.join(ROLES, role, 'vars')
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        variables = role_yaml(role, os.path.join('vars', name))
+        assert [var for var in variables if not var.startswith('_%s_' % role)] == [], name
+
+
+def test_nvidias_cuda_repository_is_written_in_one_place():
+    found = []
+    for root, _dirs, files in os.walk(ROLES):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path) as handle:
+                if 'developer.download.nvidia.com/compute/cuda/repos' in handle.read():
+                    found.append(os.path.relpath(path, ROLES))
+    assert found == [os.path.join('apt_pinned', 'vars', 'cuda_repo.yml')]

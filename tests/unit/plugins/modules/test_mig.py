@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """gpufleet.core.mig against the NVML simulator.
 
-Expected layouts, counts and messages are written by hand from NVIDIA's MIG user guide.
+Expected layouts and messages are written by hand from NVIDIA's MIG user guide; the per-model profile counts
+come from tests/nvml_sim/gpu_models.json (support/mig_tables.py), which is checked against the guide once.
 """
 
 from __future__ import absolute_import, division, print_function
 
-import json
 import os
 
 import pytest
@@ -16,37 +16,19 @@ import yaml
 import simctl
 from ansible_collections.gpufleet.core.plugins.modules import mig
 
-from ...conftest import HOSTS_DIR, ModuleFail
+from ...conftest import ModuleFail
+from ...support import mig_tables
+from ...support.sim import gpu_uuid
 
 SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', 'mig_samples')
-
-MAXIMA = {
-    'A100-SXM4-40GB': {'1g.5gb': 7, '1g.5gb+me': 1, '1g.10gb': 4, '2g.10gb': 3, '3g.20gb': 2, '4g.20gb': 1,
-                       '7g.40gb': 1},
-    'A100-80GB-PCIe': {'1g.10gb': 7, '1g.10gb+me': 1, '1g.20gb': 4, '2g.20gb': 3, '3g.40gb': 2, '4g.40gb': 1,
-                       '7g.80gb': 1},
-    'H100-SXM5-80GB': {'1g.10gb': 7, '1g.10gb+me': 1, '1g.20gb': 4, '2g.20gb': 3, '3g.40gb': 2, '4g.40gb': 1,
-                       '7g.80gb': 1},
-    'H200-SXM-141GB': {'1g.18gb': 7, '1g.18gb+me': 1, '1g.35gb': 4, '2g.35gb': 3, '3g.71gb': 2, '4g.71gb': 1,
-                       '7g.141gb': 1},
-}
-GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
+GPU0 = gpu_uuid(0)
 
 
 @pytest.fixture
-def host(tmp_path, monkeypatch):
-    """A host of `count` GPUs of one model; returns paths and a runner for the mig module."""
+def host(sim_hosts):
+    """A host of `count` GPUs of one model on a base host's CPUs; returns host_file and state_file."""
     def make(model='A100-80GB-PCIe', count=1, mig_mode=0, base='reference-a100', **gpu_extra):
-        with open(os.path.join(HOSTS_DIR, base + '.json')) as handle:
-            description = json.load(handle)
-        description['gpus'] = [dict({'model': model, 'uuid': 'GPU-00000000-0000-4000-8000-%012d' % i,
-                                     'pci_bus_id': '00000000:%02X:00.0' % (0x17 + i), 'numa_node': 0,
-                                     'mig_mode': mig_mode}, **gpu_extra) for i in range(count)]
-        path = tmp_path / 'host.json'
-        path.write_text(json.dumps(description))
-        monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', str(path))
-        monkeypatch.setenv('GPUFLEET_NVML_SIM_STATE', str(tmp_path / 'state.json'))
-        return {'host': str(path), 'state': str(tmp_path / 'state.json'), 'proc': str(tmp_path / 'proc')}
+        return sim_hosts.with_gpus(model, count, base=base, mig_mode=mig_mode, **gpu_extra)
     return make
 
 
@@ -69,17 +51,17 @@ def uuids_of(result, index=0):
     return [device['uuid'] for device in result['gpus'][index]['devices']]
 
 
-@pytest.mark.parametrize('model', sorted(MAXIMA))
+@pytest.mark.parametrize('model', mig_tables.mig_models())
 def test_every_profile_fills_to_its_maximum_and_one_more_is_refused(run_module, host, model):
     paths = host(model, mig_mode=1)
-    for profile, maximum in sorted(MAXIMA[model].items()):
+    for profile, maximum in sorted(mig_tables.maxima(model).items()):
         result = apply(run_module, {'layouts': [{'gpus': 0, 'layout': [{'profile': profile, 'count': maximum}]}]})
         assert [entry.split('@')[0] for entry in layout_of(result)] == [profile] * maximum
         assert len(uuids_of(result)) == maximum
-        before = simctl.mutations(paths['state'])
+        before = simctl.mutations(paths['state_file'])
         msg = refuse(run_module, {'layouts': [{'gpus': 0, 'layout': [{'profile': profile, 'count': maximum + 1}]}]})
         assert '%s allows at most %d per GPU' % (profile, maximum) in msg
-        assert simctl.mutations(paths['state']) == before
+        assert simctl.mutations(paths['state_file']) == before
 
 
 def test_a_layout_that_fits_only_at_the_right_placement(run_module, host):
@@ -103,7 +85,7 @@ def test_layouts_that_do_not_fit_say_why_and_what_would(run_module, host, layout
     assert msg.startswith('No GPU was changed')
     assert reason in msg
     assert 'The nearest layout that fits is %s.' % nearest in msg
-    assert simctl.mutations(paths['state']) == 0
+    assert simctl.mutations(paths['state_file']) == 0
 
 
 def test_reapplying_makes_no_nvml_changes(run_module, host):
@@ -111,10 +93,10 @@ def test_reapplying_makes_no_nvml_changes(run_module, host):
     args = {'layouts': [{'gpus': 'all', 'layout': ['3g.40gb', {'profile': '1g.10gb', 'count': 2}]}]}
     first = apply(run_module, args)
     assert first['changed'] is True
-    mutations = simctl.mutations(paths['state'])
+    mutations = simctl.mutations(paths['state_file'])
     second = apply(run_module, args)
     assert second['changed'] is False and second['operations'] == []
-    assert simctl.mutations(paths['state']) == mutations
+    assert simctl.mutations(paths['state_file']) == mutations
     assert uuids_of(second, 1) == uuids_of(first, 1)
 
 
@@ -122,14 +104,14 @@ def test_changing_one_gpu_of_eight_touches_only_that_gpu(run_module, host):
     paths = host('H100-SXM5-80GB', count=8, base='dgx-h100')
     apply(run_module, {'layouts': [{'gpus': 'all', 'layout': ['3g.40gb', '3g.40gb']}]})
     before = apply(run_module, {'layouts': [{'gpus': 'all', 'layout': ['3g.40gb', '3g.40gb']}]}, check=True)
-    mutations = simctl.mutations(paths['state'])
+    mutations = simctl.mutations(paths['state_file'])
     layouts = [{'gpus': [i for i in range(8) if i != 5], 'layout': ['3g.40gb', '3g.40gb']},
                {'gpus': 5, 'layout': ['3g.40gb', '1g.10gb', '1g.10gb', '1g.10gb']}]
     after = apply(run_module, {'layouts': layouts})
     assert [gpu['changed'] for gpu in after['gpus']] == [i == 5 for i in range(8)]
     assert all(op.startswith('GPU 5 ') for op in after['operations'])
     # One GPU instance destroyed (with its compute instance), three created (each with one).
-    assert simctl.mutations(paths['state']) - mutations == 2 + 6
+    assert simctl.mutations(paths['state_file']) - mutations == 2 + 6
     for index in range(8):
         if index != 5:
             assert uuids_of(after, index) == uuids_of(before, index)
@@ -148,11 +130,11 @@ def test_running_processes_block_destruction_unless_forced(run_module, host):
     paths = host(mig_mode=1)
     first = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb', '3g.40gb']}]})
     busy = first['gpus'][0]['devices'][1]
-    simctl.add_process(paths['state'], GPU0, 4711, busy['gpu_instance_id'], busy['compute_instance_id'])
-    mutations = simctl.mutations(paths['state'])
+    simctl.add_process(paths['state_file'], GPU0, 4711, busy['gpu_instance_id'], busy['compute_instance_id'])
+    mutations = simctl.mutations(paths['state_file'])
     msg = refuse(run_module, {'layouts': [{'gpus': 0, 'layout': 'disabled'}]})
     assert 'while PIDs 4711 run' in msg and 'force: true' in msg
-    assert simctl.mutations(paths['state']) == mutations
+    assert simctl.mutations(paths['state_file']) == mutations
     # A change that can keep the busy instance keeps it and goes ahead.
     idle = [d for d in first['gpus'][0]['devices'] if d['uuid'] != busy['uuid']][0]
     kept = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb', '1g.10gb']}]})
@@ -163,13 +145,13 @@ def test_running_processes_block_destruction_unless_forced(run_module, host):
     assert 'In use by another client' in failed.value.result['msg']
     assert 'destroy compute instance %d of GPU instance %d' % (busy['compute_instance_id'],
                                                                busy['gpu_instance_id']) in failed.value.result['msg']
-    simctl.remove_process(paths['state'], 4711)
+    simctl.remove_process(paths['state_file'], 4711)
     assert layout_of(apply(run_module, {'layouts': [{'gpus': 0, 'layout': 'disabled'}]})) == 'disabled'
 
 
 def test_an_nvml_error_mid_apply_says_what_was_applied_and_a_rerun_converges(run_module, host):
     paths = host(mig_mode=1)
-    simctl.inject_fault(paths['state'], 'nvmlDeviceCreateGpuInstanceWithPlacement', error=999, skip=1)
+    simctl.inject_fault(paths['state_file'], 'nvmlDeviceCreateGpuInstanceWithPlacement', error=999, skip=1)
     args = {'layouts': [{'gpus': 0, 'layout': ['3g.40gb', '2g.20gb', '1g.10gb']}]}
     with pytest.raises(ModuleFail) as failed:
         apply(run_module, args)
@@ -186,7 +168,7 @@ def test_after_a_reboot_the_layout_is_restored(run_module, host):
     paths = host('H100-SXM5-80GB', mig_mode=0)
     args = {'layouts': [{'gpus': 0, 'layout': ['4g.40gb', '3g.40gb']}]}
     apply(run_module, args)
-    simctl.reboot(paths['host'], paths['state'])  # Hopper: instances and MIG mode are gone
+    simctl.reboot(paths['host_file'], paths['state_file'])  # Hopper: instances and MIG mode are gone
     result = apply(run_module, args)
     assert result['gpus'][0]['layout_before'] == 'disabled'
     assert 'enable MIG mode' in result['operations'][0]
@@ -198,7 +180,7 @@ def test_wrong_recipe_profile_19_is_not_a_20gb_instance(run_module, host):
     msg = refuse(run_module, {'layouts': [{'gpus': 0, 'layout': [19, 19, 19, 19]}]})
     assert 'profile id 19 means 1g.10gb on NVIDIA A100 80GB PCIe (9.5 GiB' in msg
     assert '1g.20gb (up to 4)' in msg
-    assert simctl.mutations(paths['state']) == 0
+    assert simctl.mutations(paths['state_file']) == 0
 
 
 def test_wrong_recipe_four_3g_40gb(run_module, host):
@@ -206,14 +188,14 @@ def test_wrong_recipe_four_3g_40gb(run_module, host):
     msg = refuse(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb'] * 4}]})
     assert '3g.40gb allows at most 2 per GPU, and 4 were asked for' in msg
     assert 'The nearest layout that fits is 3g.40gb, 3g.40gb.' in msg
-    assert simctl.mutations(paths['state']) == 0
+    assert simctl.mutations(paths['state_file']) == 0
 
 
 def test_wrong_recipe_instances_before_mig_mode(run_module, host):
     paths = host(mig_mode=0)
     msg = refuse(run_module, {'layouts': [{'gpus': 0, 'layout': ['1g.10gb']}], 'allow_mode_change': False})
     assert 'MIG mode is disabled and the layout needs it enabled' in msg and 'nvidia-smi -i 0 -mig 1' in msg
-    assert simctl.mutations(paths['state']) == 0
+    assert simctl.mutations(paths['state_file']) == 0
     result = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['1g.10gb']}]})
     assert 'enable MIG mode' in result['operations'][0] and 'create 1g.10gb' in result['operations'][1]
 
@@ -230,7 +212,7 @@ def test_ampere_waits_for_a_reset_and_names_what_blocks_it(run_module, host, tmp
     assert result['reset_blockers'] == ['nvidia-persistenced (stop it during the reset)']
     assert result['reboot_required'] is True
     assert layout_of(result) == 'disabled'  # instances wait for the mode
-    simctl.reset_gpu(paths['state'], GPU0)
+    simctl.reset_gpu(paths['state_file'], GPU0)
     result = run_module(mig, dict(args, sysfs_root='/sys'))
     assert layout_of(result) == ['3g.40gb@4'] and result['reset_required'] is False
 
@@ -246,7 +228,7 @@ def test_check_mode_returns_the_plan_and_changes_nothing(run_module, host):
     ]
     assert result['diff'] == {'before': 'GPU 0 %s: (MIG on, no instances)\n' % GPU0,
                               'after': 'GPU 0 %s: 1g.10gb@3, 3g.40gb@4\n' % GPU0}
-    assert simctl.mutations(paths['state']) == 0
+    assert simctl.mutations(paths['state_file']) == 0
 
 
 def test_compute_instance_split(run_module, host):
@@ -272,7 +254,7 @@ def test_one_invalid_gpu_means_no_gpu_is_touched(run_module, host):
     msg = refuse(run_module, {'layouts': [{'gpus': 0, 'layout': ['7g.80gb']},
                                           {'gpus': 1, 'layout': ['9g.99gb']}]})
     assert 'offers no MIG profile 9g.99gb' in msg
-    assert simctl.mutations(paths['state']) == 0
+    assert simctl.mutations(paths['state_file']) == 0
 
 
 def test_mig_parted_config_applies_the_same_layouts_as_native_input(run_module, host, tmp_path, monkeypatch):

@@ -5,33 +5,24 @@
 from __future__ import absolute_import, division, print_function
 
 import os
-import subprocess
 
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.modules import mps
 
-from ...conftest import REPO, ModuleFail
-
-CONTROL = os.path.join(REPO, 'tests', 'mps_sim', 'nvidia-cuda-mps-control')
+from ...conftest import ModuleFail
+from ...support.sim import MPS_CONTROL, mps_control_daemon
 
 
 @pytest.fixture
 def daemon(tmp_path):
     """A running control daemon with its own pipe and log directories; quits afterwards."""
-    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(tmp_path / 'pipe'), CUDA_MPS_LOG_DIRECTORY=str(tmp_path / 'log'))
-
-    def send(command):
-        return subprocess.run([CONTROL], input=command, env=env, universal_newlines=True,
-                              stdout=subprocess.PIPE, check=False).stdout
-
-    subprocess.check_call([CONTROL, '-d'], env=env)
-    yield {'pipe': str(tmp_path / 'pipe'), 'log': str(tmp_path / 'log'), 'send': send}
-    send('quit')
+    with mps_control_daemon(tmp_path) as running:
+        yield running
 
 
 def run(run_module, pipe, **options):
-    return run_module(mps, dict(options, pipe_directory=pipe, control_command=CONTROL))
+    return run_module(mps, dict(options, pipe_directory=pipe, control_command=MPS_CONTROL))
 
 
 def test_settings_converge_and_a_second_run_changes_nothing(run_module, daemon):

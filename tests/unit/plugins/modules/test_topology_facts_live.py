@@ -21,8 +21,8 @@ def lscpu_rows():
     return rows
 
 
-def test_live_host_matches_lscpu(run_module, monkeypatch):
-    monkeypatch.delenv('GPUFLEET_NVML_SIM_HOST', raising=False)
+def test_live_host_matches_lscpu(run_module, sim_hosts):
+    sim_hosts.none()
     result = run_module(topology_facts, {})
     topo = result['ansible_facts']['gpufleet_topology']
     rows = lscpu_rows()
