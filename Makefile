@@ -4,8 +4,7 @@
 # Install what the collection needs, then run its main job (playbooks/site.yml) on this machine.
 site:
 	tests/testbed/venv.sh main
-	mkdir -p build/collections/ansible_collections/gpufleet
-	ln -sfn ../../../.. build/collections/ansible_collections/gpufleet/core
+	tests/testbed/link-collection.sh
 	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections .venv/bin/ansible-playbook \
 	  -i localhost, -c local -e ansible_python_interpreter=$(CURDIR)/.venv/bin/python \
 	  gpufleet.core.site

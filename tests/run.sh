@@ -11,9 +11,10 @@ stages=("${@:-${all_stages[@]}}")
 export PYTHONDONTWRITEBYTECODE=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
 collections="$repo/build/collections"
 
+. "$repo/tests/testbed/lib.sh"  # molecule_scenarios
+
 link_collection() { # the checkout as ansible_collections/gpufleet/core, for imports and FQCNs
-  mkdir -p "$collections/ansible_collections/gpufleet"
-  ln -sfn ../../../.. "$collections/ansible_collections/gpufleet/core"
+  tests/testbed/link-collection.sh
 }
 
 copy_collection() { # DEST: a real copy of the tracked tree; ansible-test refuses a symlinked root
@@ -70,9 +71,10 @@ stage_galaxy() {
   tests/integration/installed_collection.sh "$repo/.venv-oldest"
 }
 
-stage_molecule() {
-  local scenario
-  for scenario in topology_facts mig mps gpu_services nvidia_driver container_toolkit cuda dcgm_exporter; do
+stage_molecule() { # every scenario under extensions/molecule, the quick ones first (tests/testbed/molecule-first.txt)
+  local scenario scenarios
+  scenarios=$(molecule_scenarios "$repo") || return 1
+  for scenario in $scenarios; do
     tests/testbed/molecule.sh "$scenario" || return 1
   done
 }

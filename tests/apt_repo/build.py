@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from gnupg_home import gnupg_home  # next to this script, which is run as a program
+
 VERSIONS = ['1.17.4-1', '1.17.5-1']
 # CUDA toolkits install side by side under /usr/local/cuda-X.Y, as NVIDIA's cuda-toolkit-X-Y packages do.
 CUDA_TOOLKITS = [('12-6', '12.6.3-1'), ('12-8', '12.8.1-1')]
@@ -238,9 +240,12 @@ def main(argv):
     if len(argv) != 2:
         sys.exit(__doc__.strip().splitlines()[2])
     dest = os.path.abspath(argv[1])
-    work = tempfile.mkdtemp(prefix='gpufleet-apt-')
-    gnupghome = os.path.join(work, 'gnupg')
-    os.makedirs(gnupghome, mode=0o700)
+    # Both are removed however the build ends; the GnuPG home only after its agent has stopped (see gnupg_home).
+    with tempfile.TemporaryDirectory(prefix='gpufleet-apt-') as work, gnupg_home() as gnupghome:
+        build(dest, work, gnupghome)
+
+
+def build(dest, work, gnupghome):
     env = dict(os.environ, GNUPGHOME=gnupghome)
     fingerprints = {}
     for uid in ('good@gpufleet.invalid', 'impostor@gpufleet.invalid'):
@@ -285,7 +290,6 @@ def main(argv):
                    'impostor_fingerprint': fingerprints['impostor@gpufleet.invalid'],
                    'versions': VERSIONS, 'driver_versions': DRIVER_VERSIONS, 'dcgm_versions': DCGM_VERSIONS,
                    'exporter_versions': EXPORTER_VERSIONS, 'architecture': arch}, handle, indent=1)
-    shutil.rmtree(work)
 
 
 if __name__ == '__main__':

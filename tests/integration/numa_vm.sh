@@ -27,8 +27,7 @@ booted=yes
 lap boot
 
 # The checkout as ansible_collections/gpufleet/core, next to the collections the ansible package bundles.
-mkdir -p "$repo/build/collections/ansible_collections/gpufleet"
-ln -sfn ../../../.. "$repo/build/collections/ansible_collections/gpufleet/core"
+"$repo/tests/testbed/link-collection.sh"
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 export ANSIBLE_COLLECTIONS_PATH="$repo/build/collections:$site" ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false
 export ANSIBLE_HOST_KEY_CHECKING=false ANSIBLE_PIPELINING=true ANSIBLE_RETRY_FILES_ENABLED=false

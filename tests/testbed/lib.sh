@@ -25,3 +25,25 @@ debian_mirror() {
   fi
   echo "${mirror:-http://deb.debian.org/debian}"
 }
+
+# molecule_scenarios REPO: every scenario of REPO/extensions/molecule (a directory with a molecule.yml), one a line:
+# first those named in tests/testbed/molecule-first.txt, in its order, then the rest sorted by name.
+molecule_scenarios() {
+  local repo=$1 first=$1/tests/testbed/molecule-first.txt name
+  local -a found=() ordered=()
+  for name in "$repo"/extensions/molecule/*/molecule.yml; do
+    [ -f "$name" ] && found+=("$(basename "$(dirname "$name")")")
+  done
+  if [ -f "$first" ]; then
+    while read -r name; do
+      case "$name" in ''|'#'*) continue ;; esac
+      if [ ! -f "$repo/extensions/molecule/$name/molecule.yml" ]; then
+        echo "molecule_scenarios: $first names '$name', which has no extensions/molecule/$name/molecule.yml" >&2
+        return 1
+      fi
+      ordered+=("$name")
+    done <"$first"
+  fi
+  { printf '%s\n' "${ordered[@]}"
+    printf '%s\n' "${found[@]}" | LC_ALL=C sort | grep -vxF -f <(printf '%s\n' "${ordered[@]}" ''); } | grep -v '^$'
+}

@@ -13,8 +13,7 @@ repo=$(cd "$here/../.." && pwd)
 "$here/venv.sh" main
 
 # gpufleet.core must be resolvable by FQCN: expose the repo as ansible_collections/gpufleet/core.
-mkdir -p "$repo/build/collections/ansible_collections/gpufleet"
-ln -sfn ../../../.. "$repo/build/collections/ansible_collections/gpufleet/core"
+"$here/link-collection.sh"
 site=$("$repo/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # build/collections first so our checkout wins; site-packages holds the `ansible` package's bundled collections.
 export ANSIBLE_COLLECTIONS_PATH="$repo/build/collections:$site"

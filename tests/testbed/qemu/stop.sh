@@ -11,7 +11,11 @@ pid=$(cat "$pidfile")
 if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$run/overlay.qcow2"; then
   kill "$pid" 2>/dev/null
   for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid" 2>/dev/null
+    # SIGKILL is asynchronous too: return once the QEMU is gone, so the next boot finds its port and files free.
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  fi
 fi
 rm -f "$pidfile" "$run/overlay.qcow2"
 exit 0
