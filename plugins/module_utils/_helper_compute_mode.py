@@ -1,24 +1,30 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet.core contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+
 """Set a GPU's compute mode by UUID, with the gpufleet.core.compute_mode module's own logic.
 
-usage: python3 gpufleet-compute-mode GPU-UUID default|exclusive_process|prohibited
+usage: gpufleet-helpers compute-mode GPU-UUID default|exclusive_process|prohibited
 
 The compute mode does not survive a reboot; gpufleet-mps@.service runs this before its daemon starts.
+This is a private module: its API may change without notice.
 """
 
-import os
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'python'))
+from ansible_collections.gpufleet.core.plugins.module_utils._compute_mode import ComputeModeError, ensure
+from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
 
-from ansible_collections.gpufleet.core.plugins.module_utils._compute_mode import ComputeModeError, ensure  # noqa: E402
-from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml  # noqa: E402
+SUMMARY = "set a GPU's compute mode (the MPS daemon's unit)"
 
 
 def main(argv):
+    """argv[0] is the command's name, as sys.argv; returns the exit code."""
     if len(argv) != 3:
         sys.stderr.write(__doc__.split('\n\n', 2)[1] + '\n')
         return 2
@@ -31,9 +37,5 @@ def main(argv):
         sys.stderr.write('gpufleet-compute-mode: %s\n' % exc)
         return 1
     before, after = changes[argv[1]]
-    print('%s: compute mode %s%s' % (argv[1], after, ' (was %s)' % before if changed else ''))
+    sys.stdout.write('%s: compute mode %s%s\n' % (argv[1], after, ' (was %s)' % before if changed else ''))
     return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main(sys.argv))

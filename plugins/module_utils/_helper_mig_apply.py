@@ -1,29 +1,34 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet.core contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+
 """Re-apply the declared MIG layout at boot, with the gpufleet.core.mig module's own logic.
 
-usage: python3 gpufleet-mig-apply LAYOUT.json
+usage: gpufleet-helpers mig-apply LAYOUT.json
 
 Instances never survive a reboot, and on Hopper the MIG mode does not either. This runs from
 gpufleet-mig.service before gpufleet-gpu.target, so GPU services start on the declared partitions.
+This is a private module: its API may change without notice.
 """
 
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
-import os
 import sys
 
-# The role installs the collection's module_utils next to this script.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'python'))
+from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
+from ansible_collections.gpufleet.core.plugins.module_utils._mig import MigApplyError, MigError, MigRun
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError
+from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
 
-from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles  # noqa: E402
-from ansible_collections.gpufleet.core.plugins.module_utils._mig import MigApplyError, MigError, MigRun  # noqa: E402
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError  # noqa: E402
-from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml  # noqa: E402
+SUMMARY = 'apply the declared MIG layout (the boot unit)'
 
 
 def main(argv):
+    """argv[0] is the command's name, as sys.argv; returns the exit code."""
     if len(argv) != 2:
         sys.stderr.write(__doc__.split('\n\n', 2)[1] + '\n')
         return 2
@@ -41,16 +46,12 @@ def main(argv):
         sys.stderr.write('gpufleet-mig-apply: %s\n' % exc)
         return 1
     for operation in result['operations']:
-        print(operation)
+        sys.stdout.write('%s\n' % operation)
     for gpu in result['gpus']:
-        print('GPU %d %s: %s' % (gpu['index'], gpu['uuid'], gpu['layout_after'] if isinstance(
+        sys.stdout.write('GPU %d %s: %s\n' % (gpu['index'], gpu['uuid'], gpu['layout_after'] if isinstance(
             gpu['layout_after'], str) else ', '.join(gpu['layout_after']) or 'MIG on, no instances'))
     if result['reset_required']:
         sys.stderr.write('gpufleet-mig-apply: a MIG mode change waits for a GPU reset: %s\n'
-                         % ', '.join(result['reset_blockers']) or 'nothing blocks it')
+                         % (', '.join(result['reset_blockers']) or 'nothing blocks it'))
         return 1
     return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main(sys.argv))
