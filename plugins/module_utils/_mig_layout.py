@@ -17,25 +17,23 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import match_gpu_ref
 
 _CI_NAME = re.compile(r'^(\d+)c(?:\.(\d+g\.\d+gb(?:\+me)?))?$')
 _CI_PROFILE_KEY = re.compile(r'^(\d+)c\.(\d+g\.\d+gb(?:\+me)?)$')
 
 
 def select_gpus(selector, gpus, where):
-    """GPUs chosen by 'all', an index, a GPU-... UUID, a product name, or a list of those."""
+    """GPUs chosen by 'all', an index, a GPU-... UUID, a product name, or a list of those.
+
+    ``gpus`` are NVML's view of the GPUs (the mig module reads them live, not from the fact), so they are matched by
+    _topology's one rule for GPU references, with product names allowed; a MIG-... UUID names no whole GPU here.
+    """
     items = selector if isinstance(selector, list) else [selector]
     chosen = []
     for item in items:
         text = str(item).strip()
-        if text == 'all':
-            matched = list(gpus)
-        elif text.isdigit():
-            matched = [gpu for gpu in gpus if gpu['index'] == int(text)]
-        elif text.startswith('GPU-'):
-            matched = [gpu for gpu in gpus if gpu['uuid'] == text]
-        else:
-            matched = [gpu for gpu in gpus if gpu['name'] == text]
+        matched = list(gpus) if text == 'all' else match_gpu_ref(text, gpus, names=True)
         if not matched:
             raise LayoutError('%s: no GPU matches %r; use all, an index, a GPU UUID or a product name '
                               '(this host has %s)' % (where, text, ', '.join(

@@ -15,11 +15,15 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology, TopologyModelError
+
 _SIZE = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)I?B?\s*$', re.IGNORECASE)
 _UNIT_MB = {'': 1, 'K': 1.0 / 1024, 'M': 1, 'G': 1024, 'T': 1024 * 1024}
 
 
-class MpsPlanError(ValueError):
+class MpsPlanError(GpufleetError, ValueError):
     """An MPS plan that cannot work; the message names every problem and its fix."""
 
 
@@ -40,21 +44,6 @@ def mps_size(mb):
     return '%dG' % (mb // 1024) if mb % 1024 == 0 else '%dM' % mb
 
 
-def _devices(topology):
-    """UUID -> (memory MiB, parent GPU, is a MIG device) for every GPU and MIG device."""
-    found = {}
-    profiles = topology.get('mig_profiles') or {}
-    for gpu in topology.get('gpus') or []:
-        found[gpu['uuid']] = {'memory_mb': gpu['memory_total_mb'], 'gpu': gpu, 'mig': False}
-        by_name = dict((p['name'], p) for p in profiles.get(gpu['name'], []))
-        for gi in gpu.get('mig', {}).get('gpu_instances', []):
-            memory = by_name.get(gi['profile'], {}).get('memory_mb')
-            for ci in gi['compute_instances']:
-                if ci.get('uuid'):
-                    found[ci['uuid']] = {'memory_mb': memory, 'gpu': gpu, 'mig': True}
-    return found
-
-
 def _percentage(value, where, problems):
     if value is None:
         return None
@@ -67,6 +56,12 @@ def _percentage(value, where, problems):
                         % (where, value))
         return None
     return int(number) if number == int(number) else number
+
+
+def _given(item, key):
+    """A setting in mps_daemons form (key), or in plan()'s normalised form (key_mb): plan() reads its own output."""
+    value = item.get(key)
+    return item.get(key + '_mb') if value is None else value
 
 
 def _limit_mb(value, unset, where, problems):
@@ -85,9 +80,14 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
 
     Each daemon: {'device': GPU-/MIG- UUID, 'user', 'default_active_thread_percentage',
     'default_pinned_mem_limit', 'pipe_directory', 'log_directory', 'clients': [{'name', 'user',
-    'active_thread_percentage', 'pinned_mem_limit'}]}.
+    'active_thread_percentage', 'pinned_mem_limit'}]}, or a daemon this function returned (its limits in
+    ``*_mb`` keys): plan(plan(x)) == plan(x), so callers hold daemons in the normalised form only.
+    ``topology`` is the gpufleet_topology fact or a Topology over it.
     """
-    devices = _devices(topology)
+    try:
+        devices = (topology if isinstance(topology, Topology) else Topology(topology)).devices
+    except (CpuListError, TopologyModelError) as exc:
+        raise MpsPlanError('The MPS plan cannot work: %s' % exc)
     problems = []
     normalised = []
     seen_devices = {}
@@ -102,7 +102,7 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
                             'UUID from gpufleet_topology' % where)
             continue
         gpu = info['gpu']
-        if not info['mig'] and gpu.get('mig', {}).get('mode_current') == 'enabled':
+        if not info['mig'] and info['mig_mode']:
             problems.append('%s: %s is in MIG mode; MPS on MIG needs one daemon per MIG device: name the MIG-... '
                             'UUIDs instead' % (where, device))
         if device in seen_devices:
@@ -121,7 +121,7 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
         if not user:
             problems.append('%s: set user, the account its server and clients run as' % where)
         default_pct = _percentage(daemon.get('default_active_thread_percentage'), where, problems)
-        default_mb = _limit_mb(daemon.get('default_pinned_mem_limit'), None, where, problems)
+        default_mb = _limit_mb(_given(daemon, 'default_pinned_mem_limit'), None, where, problems)
         clients = []
         promised = 0
         for client in daemon.get('clients') or []:
@@ -131,7 +131,7 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
                                 'serves %s; give the client the daemon\'s user or its own daemon'
                                 % (spot, client['user'], user))
             pct = _percentage(client.get('active_thread_percentage'), spot, problems)
-            limit_mb = _limit_mb(client.get('pinned_mem_limit'), default_mb, spot, problems)
+            limit_mb = _limit_mb(_given(client, 'pinned_mem_limit'), default_mb, spot, problems)
             promised += limit_mb or 0
             clients.append({'name': client.get('name'), 'active_thread_percentage': pct or default_pct,
                             'pinned_mem_limit_mb': limit_mb})

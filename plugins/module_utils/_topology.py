@@ -3,52 +3,208 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Questions answered from a gpufleet_topology fact, with no system access.
+"""The one model of a gpufleet_topology fact: an index over it, and the one rule for naming a GPU.
 
-Modules on targets and filter plugins on the controller (through plugin_utils)
-share these. This is a private module: its API may change without notice.
+Placement, MPS plans, MIG layouts and the filters read the fact through ``Topology`` rather than walking the dict:
+devices by UUID (MIG compute instances included, each mapped to its parent GPU and profile), NUMA nodes by id, and
+each node's CPUs grouped into whole cores, parsed once. Pure code with no system access, shared by modules on
+targets and filter plugins on the controller (through plugin_utils).
+This is a private module: its API may change without notice.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import parse_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
-class TopologyModelError(ValueError):
+# The layout of the fact topology_facts returns; bumped on incompatible changes. Facts without a version were
+# cached by releases before the field existed, and have this layout.
+FACT_VERSION = 1
+
+
+class TopologyModelError(GpufleetError, ValueError):
     """A question the topology cannot answer; the message says why."""
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def fact_version(fact):
+    """The fact's layout version; a fact from a release this one cannot read is refused, naming the fix."""
+    version = fact.get('version', fact.get('schema_version', FACT_VERSION))
+    if version != FACT_VERSION:
+        raise TopologyModelError('the gpufleet_topology fact has layout version %r, but this release of gpufleet.core '
+                                 'reads version %d; gather it again with gpufleet.core.topology_facts (a fact cached '
+                                 'by another release is stale)' % (version, FACT_VERSION))
+    return version
+
+
+def gpu_ref_index(ref):
+    """The GPU index a reference means (an int, or a string of digits), or None for a UUID or a name."""
+    if _is_int(ref):
+        return ref
+    if isinstance(ref, str) and ref.isdigit():
+        return int(ref)
+    return None
+
+
+def match_gpu_ref(ref, devices, names=False):
+    """The devices a GPU reference names: the one rule every caller resolves references by.
+
+    ``devices`` are dicts with ``uuid``, ``index`` and ``name`` (a MIG device has ``mig`` true and no index). An index
+    (``gpu_ref_index``) names the whole GPU with that index; otherwise a ``GPU-...`` or ``MIG-...`` UUID names that
+    device; where ``names`` is true, anything else names every whole GPU of that product name. Returns a list in the
+    order of ``devices``, empty when nothing matches: each caller words its own refusal.
+    """
+    index = gpu_ref_index(ref)
+    if index is not None:
+        return [device for device in devices if not device.get('mig') and device.get('index') == index]
+    found = [device for device in devices if device.get('uuid') == ref]
+    if found or not names:
+        return found
+    return [device for device in devices if not device.get('mig') and device.get('name') == ref]
+
+
+class Topology:
+    """A gpufleet_topology fact, indexed.
+
+    - ``nodes``: NUMA node ids, sorted; ``node_cpus``: node id -> its CPUs, sorted; ``node(id)``: the fact's node.
+    - ``cores``: node id -> its whole cores (tuples of SMT siblings within the node), sorted; ``core_of``: CPU ->
+      (node id, core). A CPU the sibling lists omit is a core of its own.
+    - ``gpus``: the fact's GPU dicts; ``devices``: UUID -> device for every GPU and MIG compute instance, in fact
+      order, each a dict: ``uuid``, ``mig`` (a MIG device?), ``parent`` (its GPU's UUID), ``gpu`` (that GPU's fact
+      dict), ``node``, ``bus`` (upper-case PCI bus id, '' when unknown), ``mig_mode`` (its GPU is in MIG mode),
+      ``profile`` (MIG profile name, None for a GPU), ``index`` (None for a MIG device), ``name`` (product name),
+      ``memory_mb`` (None when unknown) and ``sort`` (a stable order: bus, GPU UUID, placement, compute instance).
+    - ``by_index``: GPU index -> UUID.
+    """
+
+    def __init__(self, fact):
+        if not isinstance(fact, dict) or not isinstance(fact.get('numa_nodes'), list) \
+                or not isinstance(fact.get('gpus', []), list):
+            raise TopologyModelError("the topology must be ansible_facts['gpufleet_topology'] from "
+                                     "gpufleet.core.topology_facts (a dict with numa_nodes and gpus)")
+        self.fact = fact
+        self.version = fact_version(fact)
+        self._nodes = {}
+        self.node_cpus = {}
+        for node in fact['numa_nodes']:
+            if not isinstance(node, dict) or not _is_int(node.get('id')) or not isinstance(node.get('cpus'), list):
+                raise TopologyModelError('the topology has a NUMA node without an integer id and a cpus list (%r); '
+                                         'gather it again with gpufleet.core.topology_facts' % (node,))
+            self._nodes[node['id']] = node
+            self.node_cpus[node['id']] = sorted(set(node['cpus']))
+        self.nodes = sorted(self.node_cpus)
+        self._index_cores()
+        self.gpus = fact.get('gpus') or []
+        self.devices = {}
+        self.by_index = {}
+        profiles = fact.get('mig_profiles') or {}
+        for gpu in self.gpus:
+            self._index_gpu(gpu, profiles)
+
+    def _index_cores(self):
+        siblings = {}
+        for text in (self.fact.get('cpu') or {}).get('smt_siblings') or []:
+            group = tuple(parse_cpulist(text))
+            for cpu in group:
+                siblings[cpu] = group
+        self.cores = {}
+        self.core_of = {}
+        for node_id in self.nodes:
+            cpus = set(self.node_cpus[node_id])
+            found = set()
+            for cpu in self.node_cpus[node_id]:
+                found.add(tuple(c for c in siblings.get(cpu, (cpu,)) if c in cpus) or (cpu,))
+            self.cores[node_id] = sorted(found)
+            for core in found:
+                for cpu in core:
+                    self.core_of[cpu] = (node_id, core)
+
+    def _index_gpu(self, gpu, profiles):
+        if not isinstance(gpu, dict) or not isinstance(gpu.get('uuid'), str):
+            raise TopologyModelError('the topology has a GPU without a uuid (%r); gather it again with '
+                                     'gpufleet.core.topology_facts' % (gpu,))
+        uuid = gpu['uuid']
+        node = gpu.get('numa_node')
+        bus = str(gpu.get('pci_bus_id') or '').upper()
+        mig = gpu.get('mig') or {}
+        self.devices[uuid] = {
+            'uuid': uuid, 'mig': False, 'parent': uuid, 'gpu': gpu, 'node': node, 'bus': bus,
+            'mig_mode': mig.get('mode_current') == 'enabled', 'profile': None, 'index': gpu.get('index'),
+            'name': gpu.get('name'), 'memory_mb': gpu.get('memory_total_mb'), 'sort': (bus, uuid, -1, -1, ''),
+        }
+        if _is_int(gpu.get('index')):
+            self.by_index[gpu['index']] = uuid
+        memory = dict((p.get('name'), p.get('memory_mb')) for p in profiles.get(gpu.get('name')) or [])
+        for gi in mig.get('gpu_instances') or []:
+            start = (gi.get('placement') or {}).get('start', -1)
+            for ci in gi.get('compute_instances') or []:
+                if ci.get('uuid'):
+                    self.devices[ci['uuid']] = {
+                        'uuid': ci['uuid'], 'mig': True, 'parent': uuid, 'gpu': gpu, 'node': node, 'bus': bus,
+                        'mig_mode': True, 'profile': gi.get('profile'), 'index': None, 'name': gpu.get('name'),
+                        'memory_mb': memory.get(gi.get('profile')),
+                        'sort': (bus, uuid, start, ci.get('id', -1), ci['uuid']),
+                    }
+
+    # -- nodes and CPUs --------------------------------------------------------------------------------------
+
+    def node(self, node_id):
+        """The fact's NUMA node dict."""
+        if node_id not in self._nodes:
+            raise TopologyModelError('no NUMA node %s on this host' % node_id)
+        return self._nodes[node_id]
+
+    def has_cpus(self, node_id):
+        return bool(self.node_cpus.get(node_id))
+
+    def cpu_nodes(self):
+        """The nodes that can run CPU work (memory-only nodes left out)."""
+        return [n for n in self.nodes if self.has_cpus(n)]
+
+    # -- devices ---------------------------------------------------------------------------------------------
+
+    def resolve(self, ref, names=False):
+        """The devices a GPU reference names, by ``match_gpu_ref``'s rule; empty when none does."""
+        return match_gpu_ref(ref, list(self.devices.values()), names)
+
+    def gpu(self, ref):
+        """The GPU (the fact's dict) named by index, GPU-... UUID, or one of its MIG-... UUIDs."""
+        found = self.resolve(ref)
+        if not found:
+            raise TopologyModelError('no GPU %s on this host (GPUs: %s); name GPUs by UUID from gpufleet_topology'
+                                     % (ref, ', '.join(gpu['uuid'] for gpu in self.gpus) or 'none'))
+        return found[0]['gpu']
+
+    def describe(self, uuid):
+        """A device for messages: its UUID with its bus, or with its profile and parent GPU for a MIG device."""
+        device = self.devices[uuid]
+        if device['mig']:
+            return '%s (%s on %s)' % (uuid, device['profile'], device['parent'])
+        return '%s (bus %s)' % (uuid, device['bus'] or 'unknown')
+
+    def gpu_node_cpus(self, ref):
+        """The online CPUs of the NUMA node a GPU hangs off."""
+        gpu = self.gpu(ref)
+        if gpu.get('numa_node') is None:
+            raise TopologyModelError('the NUMA node of %s is unknown (neither sysfs nor NVML report it); '
+                                     'pin the service to a node explicitly' % gpu['uuid'])
+        node = self.node(gpu['numa_node'])
+        if not node['cpus']:
+            raise TopologyModelError('NUMA node %d of %s has no CPUs; it cannot run CPU work'
+                                     % (node['id'], gpu['uuid']))
+        return list(node['cpus'])
 
 
 def find_gpu(topology, ref):
     """The GPU named by UUID (GPU-...), by one of its MIG UUIDs (MIG-...), or by index."""
-    gpus = topology.get('gpus') or []
-    text = str(ref)
-    for gpu in gpus:
-        if text == gpu['uuid'] or (text.isdigit() and int(text) == gpu['index']):
-            return gpu
-        if text.startswith('MIG-'):
-            for gi in gpu.get('mig', {}).get('gpu_instances', []):
-                if any(ci.get('uuid') == text for ci in gi['compute_instances']):
-                    return gpu
-    known = ', '.join(gpu['uuid'] for gpu in gpus) or 'none'
-    raise TopologyModelError('no GPU %s on this host (GPUs: %s); name GPUs by UUID from gpufleet_topology'
-                             % (text, known))
-
-
-def find_node(topology, node_id):
-    for node in topology.get('numa_nodes') or []:
-        if node['id'] == node_id:
-            return node
-    raise TopologyModelError('no NUMA node %s on this host' % node_id)
+    return Topology(topology).gpu(ref)
 
 
 def gpu_node_cpus(topology, ref):
     """The online CPUs of the NUMA node a GPU hangs off."""
-    gpu = find_gpu(topology, ref)
-    if gpu.get('numa_node') is None:
-        raise TopologyModelError('the NUMA node of %s is unknown (neither sysfs nor NVML report it); '
-                                 'pin the service to a node explicitly' % gpu['uuid'])
-    node = find_node(topology, gpu['numa_node'])
-    if not node['cpus']:
-        raise TopologyModelError('NUMA node %d of %s has no CPUs; it cannot run CPU work'
-                                 % (node['id'], gpu['uuid']))
-    return list(node['cpus'])
+    return Topology(topology).gpu_node_cpus(ref)

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import cpus_from_words, format_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError
 from ansible_collections.gpufleet.core.plugins.module_utils._sysfs_topology import (
     find_mps_processes,
@@ -23,11 +24,10 @@ from ansible_collections.gpufleet.core.plugins.module_utils._sysfs_topology impo
     read_pci_locality,
     sysfs_pci_address,
 )
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import FACT_VERSION
 
-SCHEMA_VERSION = 1
 
-
-class TopologyError(Exception):
+class TopologyError(GpufleetError):
     """The topology cannot be gathered as asked; the message names the fix."""
 
 
@@ -139,7 +139,9 @@ def gather(files, nvml_library=None, require_gpus=False):
     cpu = read_cpu(files)
     nodes = read_numa_nodes(files, cpu['online'])
     facts = {
-        'schema_version': SCHEMA_VERSION,
+        # The layout's version (_topology.Topology refuses others); schema_version is its old name.
+        'version': FACT_VERSION,
+        'schema_version': FACT_VERSION,
         'sources': {'sysfs_root': files.sysfs_root, 'procfs_root': files.procfs_root},
         'cpu': cpu,
         'numa_nodes': nodes,

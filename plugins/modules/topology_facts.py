@@ -79,8 +79,16 @@ ansible_facts:
       returned: always
       type: dict
       contains:
+        version:
+          description:
+            - Version of this fact's layout (this page); bumped on incompatible changes. The collection's plugins
+              refuse a fact of another version (gather it again), and read a fact without one, cached by an earlier
+              release, as version 1.
+          type: int
+          returned: always
+          sample: 1
         schema_version:
-          description: Version of this fact's layout; bumped on incompatible changes.
+          description: The same as RV(ansible_facts.gpufleet_topology.version), under its earlier name.
           type: int
           returned: always
           sample: 1

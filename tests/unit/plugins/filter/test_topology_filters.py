@@ -7,23 +7,18 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.filter.topology import FilterModule
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_layout import select_gpus
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
+
+from ...support.topology import gpu, mig_instance, node, topology
 
 FILTERS = FilterModule().filters()
 
 # A hand-written fact in the shape topology_facts returns: node 4 is memory-only.
-TOPOLOGY = {
-    'numa_nodes': [
-        {'id': 0, 'cpus': [0, 2, 4, 6]},
-        {'id': 2, 'cpus': [1, 3, 5, 7]},
-        {'id': 4, 'cpus': []},
-    ],
-    'gpus': [
-        {'index': 0, 'uuid': 'GPU-aaa', 'numa_node': 2, 'mig': {'gpu_instances': [
-            {'compute_instances': [{'uuid': 'MIG-bbb'}]}]}},
-        {'index': 1, 'uuid': 'GPU-ccc', 'numa_node': None, 'mig': {'gpu_instances': []}},
-        {'index': 2, 'uuid': 'GPU-ddd', 'numa_node': 4, 'mig': {'gpu_instances': []}},
-    ],
-}
+TOPOLOGY = topology(nodes=[node(0, [0, 2, 4, 6]), node(2, [1, 3, 5, 7]), node(4, [])],
+                    gpus=[gpu(0, 'GPU-aaa', node=2, instances=[mig_instance('1g.10gb', ['MIG-bbb'])]),
+                          gpu(1, 'GPU-ccc', node=None), gpu(2, 'GPU-ddd', node=4)])
 
 
 def test_cpulist_round_trip():
@@ -54,3 +49,41 @@ def test_bad_input_names_the_filter(name, value):
     with pytest.raises(AnsibleFilterError) as caught:
         FILTERS[name](*args)
     assert 'gpufleet.core.%s' % name in str(caught.value)
+
+
+# The topology model behind the filters: one index, one rule for GPU references.
+
+
+def test_the_model_indexes_devices_nodes_and_cores():
+    model = Topology(TOPOLOGY)
+    assert model.version == 1 and model.nodes == [0, 2, 4] and model.cpu_nodes() == [0, 2]
+    assert model.devices['MIG-bbb']['parent'] == 'GPU-aaa' and model.devices['MIG-bbb']['profile'] == '1g.10gb'
+    assert model.devices['MIG-bbb']['node'] == 2 and model.devices['MIG-bbb']['index'] is None
+    assert model.cores[2] == [(1,), (3,), (5,), (7,)] and model.core_of[5] == (2, (5,))
+    assert model.describe('MIG-bbb') == 'MIG-bbb (1g.10gb on GPU-aaa)'
+
+
+@pytest.mark.parametrize('ref, names, found', [
+    (0, False, ['GPU-aaa']), ('2', False, ['GPU-ddd']), ('GPU-ccc', False, ['GPU-ccc']),
+    ('MIG-bbb', False, ['MIG-bbb']), (7, False, []), ('GPU-zzz', False, []), (True, False, []),
+    ('NVIDIA A100 80GB PCIe', False, []), ('NVIDIA A100 80GB PCIe', True, ['GPU-aaa', 'GPU-ccc', 'GPU-ddd']),
+])
+def test_one_rule_resolves_gpu_references(ref, names, found):
+    assert [d['uuid'] for d in Topology(TOPOLOGY).resolve(ref, names)] == found
+
+
+def test_mig_layouts_select_gpus_by_the_same_rule():
+    # The mig module matches NVML's GPU list, not the fact; a MIG UUID names no whole GPU there.
+    nvml_gpus = [{'index': g['index'], 'uuid': g['uuid'], 'name': g['name']} for g in TOPOLOGY['gpus']]
+    for ref in (0, '1', 'GPU-ddd', 'NVIDIA A100 80GB PCIe'):
+        assert [g['uuid'] for g in select_gpus(ref, nvml_gpus, 'x')] == [
+            d['uuid'] for d in Topology(TOPOLOGY).resolve(str(ref), names=True)]
+    with pytest.raises(LayoutError) as caught:
+        select_gpus('MIG-bbb', nvml_gpus, 'layout')
+    assert "layout: no GPU matches 'MIG-bbb'" in str(caught.value)
+
+
+def test_a_fact_of_another_version_names_the_fix():
+    with pytest.raises(AnsibleFilterError) as caught:
+        FILTERS['gpu_numa_cpulist'](dict(TOPOLOGY, version=7), 0)
+    assert 'layout version 7' in str(caught.value) and 'gather it again with gpufleet.core.topology_facts' in str(caught.value)

@@ -14,24 +14,18 @@ from ansible_collections.gpufleet.core.plugins.module_utils._mps import (
     size_mb,
 )
 
+from ...support.topology import A100_PROFILES, gpu, mig_instance, node, topology
+
 GPU0 = 'GPU-aaaaaaaa-0000-4000-8000-000000000000'
 GPU1 = 'GPU-aaaaaaaa-0000-4000-8000-000000000001'
 MIG_A = 'MIG-bbbbbbbb-0000-5000-8000-00000000000a'
 MIG_B = 'MIG-bbbbbbbb-0000-5000-8000-00000000000b'
 
 # GPU 0 whole (80 GiB); GPU 1 in MIG mode with a 3g.40gb (40192 MiB) and a 1g.10gb (9728 MiB).
-TOPOLOGY = {
-    'gpus': [
-        {'uuid': GPU0, 'name': 'NVIDIA A100 80GB PCIe', 'memory_total_mb': 81920,
-         'mig': {'mode_current': 'disabled', 'gpu_instances': []}},
-        {'uuid': GPU1, 'name': 'NVIDIA A100 80GB PCIe', 'memory_total_mb': 81920,
-         'mig': {'mode_current': 'enabled', 'gpu_instances': [
-             {'profile': '3g.40gb', 'compute_instances': [{'uuid': MIG_A}]},
-             {'profile': '1g.10gb', 'compute_instances': [{'uuid': MIG_B}]}]}},
-    ],
-    'mig_profiles': {'NVIDIA A100 80GB PCIe': [{'name': '3g.40gb', 'memory_mb': 40192},
-                                               {'name': '1g.10gb', 'memory_mb': 9728}]},
-}
+TOPOLOGY = topology(
+    nodes=[node(0, range(8))],
+    gpus=[gpu(0, GPU0), gpu(1, GPU1, instances=[mig_instance('3g.40gb', [MIG_A]), mig_instance('1g.10gb', [MIG_B])])],
+    mig_profiles=A100_PROFILES)
 
 
 @pytest.mark.parametrize('text, mb', [('20G', 20480), ('512M', 512), ('1.5G', 1536), ('2048', 2048), (4096, 4096),
@@ -110,3 +104,14 @@ def test_every_problem_is_reported_at_once():
     with pytest.raises(MpsPlanError) as caught:
         plan(TOPOLOGY, [{'device': GPU1, 'user': 'u', 'default_active_thread_percentage': 101}])
     assert str(caught.value).count(' | ') == 1
+
+
+def test_plan_reads_its_own_output_so_daemons_need_one_form():
+    daemons = [{'device': GPU0, 'user': 'infer', 'default_active_thread_percentage': 50,
+                'default_pinned_mem_limit': '4G', 'clients': [{'name': 'llm', 'pinned_mem_limit': '40G'},
+                                                              {'name': 'sd'}]},
+               {'device': MIG_A, 'user': 'infer', 'pipe_directory': '/srv/mps/a', 'clients': [{'name': 'a'}]}]
+    once = plan(TOPOLOGY, daemons)
+    assert plan(TOPOLOGY, once) == once
+    assert once[0]['clients'] == [{'name': 'llm', 'active_thread_percentage': 50, 'pinned_mem_limit_mb': 40960},
+                                  {'name': 'sd', 'active_thread_percentage': 50, 'pinned_mem_limit_mb': 4096}]

@@ -11,7 +11,9 @@ from __future__ import absolute_import, division, print_function
 import os
 
 import pytest
+import yaml
 
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import FACT_VERSION, Topology, TopologyModelError
 from ansible_collections.gpufleet.core.plugins.modules import topology_facts
 
 from ...conftest import ModuleFail
@@ -248,3 +250,34 @@ def test_without_pynvml_cpu_facts_remain(run_module, sim_host, monkeypatch):
     with pytest.raises(ModuleFail) as failed:
         gather(run_module, paths, require_gpus=True)
     assert 'nvidia-ml-py' in failed.value.result['msg']
+
+
+# The fact's schema is written once, in the module's RETURN; the fact and the model keep to it.
+
+
+def documented_fact():
+    return yaml.safe_load(topology_facts.RETURN)['ansible_facts']['contains']['gpufleet_topology']['contains']
+
+
+@pytest.mark.parametrize('host', ['reference-a100', 'cpu-only', 'single-h200'])
+def test_the_fact_has_exactly_the_documented_top_level_keys_and_its_version(run_module, sim_host, host):
+    topo = gather(run_module, sim_host(host))
+    documented = documented_fact()
+    assert sorted(topo) == sorted(documented)
+    assert topo['version'] == FACT_VERSION == documented['version']['sample'] == 1
+    assert all(documented[key].get('returned') == 'always' for key in documented)
+    # The model reads what the module writes.
+    assert Topology(topo).version == FACT_VERSION
+
+
+def test_a_fact_of_another_version_is_refused_and_one_without_a_version_is_version_1(run_module, sim_host):
+    topo = gather(run_module, sim_host('single-h200'))
+    with pytest.raises(TopologyModelError) as caught:
+        Topology(dict(topo, version=2))
+    assert 'layout version 2' in str(caught.value) and 'gather it again with gpufleet.core.topology_facts' in str(caught.value)
+    cached = dict((key, value) for key, value in topo.items() if key not in ('version', 'schema_version'))
+    model = Topology(cached)
+    assert model.version == 1
+    mig = [uuid for uuid, device in model.devices.items() if device['mig']]
+    assert mig and all(model.devices[uuid]['parent'] == topo['gpus'][0]['uuid'] for uuid in mig)
+    assert all(model.resolve(uuid)[0]['profile'] for uuid in mig)

@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The one topology model: the index over the fact, and the one rule that resolves a GPU reference."""
+
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import (
+    FACT_VERSION, Topology, TopologyModelError, match_gpu_ref)
+from tests.unit.support.topology import A100, A100_PROFILES, gpu, mig_instance, node, topology
+
+H100 = 'NVIDIA H100 80GB HBM3'
+
+
+def _host():
+    # Two nodes with SMT (siblings n and n+8); GPU 1 is split into two 1g.10gb devices; GPU 2 is another model.
+    return topology(
+        nodes=[node(0, list(range(0, 4)) + list(range(8, 12))), node(1, list(range(4, 8)) + list(range(12, 16))),
+               node(2, [])],
+        gpus=[gpu(0, 'GPU-a', bus='17', node=0),
+              gpu(1, 'GPU-b', bus='31', node=0, instances=[mig_instance('1g.10gb', ['MIG-b0'], start=0),
+                                                             mig_instance('1g.10gb', ['MIG-b1'], start=1)]),
+              gpu(2, 'GPU-c', bus='B1', node=1, name=H100)],
+        smt_siblings=['%d,%d' % (cpu, cpu + 8) for cpu in range(8)] * 2,
+        mig_profiles=A100_PROFILES)
+
+
+def test_every_device_is_indexed_by_uuid_with_its_parent_node_and_profile():
+    model = Topology(_host())
+    assert sorted(model.devices) == ['GPU-a', 'GPU-b', 'GPU-c', 'MIG-b0', 'MIG-b1']
+    mig = model.devices['MIG-b1']
+    assert (mig['mig'], mig['parent'], mig['node'], mig['profile'], mig['index']) == (True, 'GPU-b', 0, '1g.10gb', None)
+    assert mig['memory_mb'] == 9728
+    assert model.devices['GPU-b']['mig_mode'] and not model.devices['GPU-a']['mig_mode']
+    assert model.by_index == {0: 'GPU-a', 1: 'GPU-b', 2: 'GPU-c'}
+
+
+def test_nodes_and_whole_cores_are_parsed_once_and_memory_only_nodes_run_no_cpu_work():
+    model = Topology(_host())
+    assert model.nodes == [0, 1, 2]
+    assert model.cpu_nodes() == [0, 1]
+    assert model.cores[0] == [(0, 8), (1, 9), (2, 10), (3, 11)]
+    assert model.core_of[12] == (1, (4, 12))
+    assert model.gpu_node_cpus('GPU-c') == [4, 5, 6, 7, 12, 13, 14, 15]
+
+
+@pytest.mark.parametrize('ref, names, expected', [
+    (0, False, ['GPU-a']),
+    ('2', False, ['GPU-c']),
+    ('GPU-b', False, ['GPU-b']),
+    ('MIG-b1', False, ['MIG-b1']),
+    (A100, False, []),           # a product name names nothing unless the caller allows names
+    (A100, True, ['GPU-a', 'GPU-b']),
+    (7, True, []),
+    ('GPU-zz', True, []),
+])
+def test_one_rule_resolves_every_reference(ref, names, expected):
+    assert [device['uuid'] for device in Topology(_host()).resolve(ref, names)] == expected
+
+
+def test_the_rule_is_the_same_on_a_plain_device_list():
+    # The mig module resolves NVML's live GPU list with the same function.
+    devices = [{'uuid': 'GPU-x', 'index': 0, 'name': H100}, {'uuid': 'GPU-y', 'index': 1, 'name': A100}]
+    assert match_gpu_ref('1', devices) == [devices[1]]
+    assert match_gpu_ref(H100, devices, names=True) == [devices[0]]
+
+
+def test_a_mig_uuid_names_its_gpu_when_a_whole_gpu_is_asked_for():
+    assert Topology(_host()).gpu('MIG-b0')['uuid'] == 'GPU-b'
+
+
+def test_an_unknown_gpu_is_refused_naming_the_gpus_there_are():
+    with pytest.raises(TopologyModelError, match=r'no GPU GPU-zz on this host \(GPUs: GPU-a, GPU-b, GPU-c\)'):
+        Topology(_host()).gpu('GPU-zz')
+
+
+def test_a_fact_of_another_version_is_refused_with_the_fix_and_none_means_version_1():
+    fact = _host()
+    fact['version'] = FACT_VERSION + 1
+    with pytest.raises(TopologyModelError, match='gather it again with gpufleet.core.topology_facts'):
+        Topology(fact)
+    del fact['version']
+    assert Topology(fact).version == 1
+
+
+@pytest.mark.parametrize('fact', [None, [], {'gpus': []}, {'numa_nodes': [{'id': '0', 'cpus': []}]},
+                                  {'numa_nodes': [], 'gpus': [{'index': 0}]}])
+def test_what_is_not_a_fact_is_refused_as_our_error(fact):
+    with pytest.raises(GpufleetError, match='gpufleet'):
+        Topology(fact)
