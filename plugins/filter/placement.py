@@ -7,11 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import place_services
+from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import place_services, service_units
 
 
 class FilterModule:
-    """NUMA-aware placement of GPU services."""
+    """NUMA-aware placement of GPU services, and the units and plan document the gpu_services role writes."""
 
     def filters(self):
-        return {'place_services': place_services}
+        return {'place_services': place_services, 'service_units': service_units}

@@ -15,13 +15,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import re
 import time
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import MEMORY_POLICIES, PlanError
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
 
 PLAN_UNIT = 'gpufleet-svc-%s.service'
 CONTAINER_RUNTIMES = ('podman', 'docker')
@@ -37,7 +39,7 @@ _STRICT_POLICIES = ('bind', 'interleave', 'weighted interleave')
 _UUID = re.compile(r'^(GPU|MIG)-[0-9A-Za-z-]+$')
 
 
-class NumaAuditError(Exception):
+class NumaAuditError(GpufleetError):
     """Input the audit cannot work with, or a system it cannot read; the message names the fix."""
 
 
@@ -169,8 +171,9 @@ def _expectation(raw, where):
         raise NumaAuditError('%s.expect has unknown keys %s; it takes cpus, mems, gpus and memory_policy'
                              % (where, ', '.join(unknown)))
     policy = raw.get('memory_policy')
-    if policy not in (None, 'bind', 'preferred', 'interleave'):
-        raise NumaAuditError('%s.expect.memory_policy is %r; use bind, preferred or interleave' % (where, policy))
+    if policy is not None and policy not in MEMORY_POLICIES:
+        raise NumaAuditError('%s.expect.memory_policy is %r; use %s or %s'
+                             % (where, policy, ', '.join(MEMORY_POLICIES[:-1]), MEMORY_POLICIES[-1]))
     gpus = raw.get('gpus')
     if gpus is not None:
         if isinstance(gpus, str) or not isinstance(gpus, (list, tuple)):
@@ -219,22 +222,11 @@ def normalise_services(services):
 def load_plan(path):
     """Services from the plan the gpufleet.core.gpu_services role writes (/etc/gpufleet/placement.json)."""
     try:
-        with open(path, 'r') as handle:
-            plan = json.load(handle)
-    except (IOError, OSError) as exc:
-        raise NumaAuditError('plan_file %s cannot be read (%s); apply the gpufleet.core.gpu_services role '
-                             'first, or list the services to audit' % (path, exc.strerror or exc))
-    except ValueError as exc:
-        raise NumaAuditError('plan_file %s is not JSON (%s); it should be the placement plan written by '
-                             'the gpufleet.core.gpu_services role' % (path, exc))
-    entries = plan.get('services') if isinstance(plan, dict) else None
-    if not isinstance(entries, list):
-        raise NumaAuditError('plan_file %s has no "services" list; it should be the placement plan written by '
-                             'the gpufleet.core.gpu_services role' % path)
+        entries = read_plan_file(path, instead='list the services to audit')['services']
+    except PlanError as exc:
+        raise NumaAuditError(str(exc))
     services = []
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not entry.get('name'):
-            raise NumaAuditError('plan_file %s: services[%d] has no name' % (path, index))
+    for entry in entries:
         # A container's processes are the runtime's, not its unit's: the unit holds only the runtime's client.
         container = entry.get('container')
         services.append({

@@ -10,11 +10,26 @@ two-node kernel; these tests cover the variants those cannot (docker, systemd ol
 
 from __future__ import absolute_import, division, print_function
 
+import os
 import re
 import shutil
 import subprocess
 
 import pytest
+import yaml
+
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
+    CONTAINER_RUNTIMES,
+    MEMORY_POLICIES,
+    MODES,
+    PLAN_FILE,
+    PLANNER_KEYS,
+    ROLE_KEYS,
+    STATES,
+    service_units,
+)
+
+from .conftest import ROLES
 
 GPU1 = 'GPU-6e756d61-766d-4000-8000-000000000001'
 PLAN = {
@@ -113,3 +128,48 @@ def offline_exposure(text, tmp_path):
 def test_every_unit_scores_5_or_less(render, tmp_path, mode, runtime):
     score = offline_exposure(unit_text(render, mode, runtime), tmp_path)
     assert score <= 5.0, '%s/%s unit scores %.1f' % (mode, runtime, score)
+
+
+# The plan contract (_plan) and the role agree: the units the filter joins are what the template reads, and the
+# argument specs' choices (YAML cannot import Python) are _plan's lists.
+
+
+def test_service_units_builds_the_unit_the_template_reads():
+    spec = {'name': 'llm', 'mode': 'container', 'image': 'registry.example.com/llm:2.1', 'command': '--port 8000'}
+    joined = service_units([PLAN], [spec], 'gpufleet-svc-', 'gpufleet-', 'podman')
+    assert joined['units'] == [{
+        'name': 'llm', 'stem': 'gpufleet-svc-llm', 'unit': 'gpufleet-svc-llm.service', 'mode': 'container',
+        'state': 'started', 'user': 'gpufleet-llm', 'dedicated_user': True, 'mps_user': None, 'placed_name': 'llm',
+        'spec': spec, 'plan': PLAN}]
+    assert joined['plan'] == {'version': 1, 'services': [dict(PLAN, unit='gpufleet-svc-llm.service',
+                                                              container='gpufleet-svc-llm', container_runtime='podman')]}
+
+
+def argument_spec():
+    with open(os.path.join(ROLES, 'gpu_services', 'meta', 'argument_specs.yml')) as handle:
+        return yaml.safe_load(handle)['argument_specs']['main']['options']
+
+
+def test_argument_spec_choices_and_keys_are_the_plan_contracts():
+    options = argument_spec()
+    service = options['gpu_services_services']['options']
+    assert tuple(service['memory_policy']['choices']) == MEMORY_POLICIES
+    assert tuple(service['mode']['choices']) == MODES
+    assert tuple(service['state']['choices']) == STATES
+    assert tuple(options['gpu_services_container_runtime']['choices']) == CONTAINER_RUNTIMES
+    assert sorted(service) == sorted(PLANNER_KEYS + ROLE_KEYS)
+    assert options['gpu_services_plan_file']['default'] == PLAN_FILE
+
+
+def test_the_plan_is_joined_in_python_not_in_jinja_loops():
+    for name in os.listdir(os.path.join(ROLES, 'gpu_services', 'tasks')):
+        with open(os.path.join(ROLES, 'gpu_services', 'tasks', name)) as handle:
+            text = handle.read()
+        assert '{%- for' not in text and '{% for' not in text, name
+
+
+@pytest.mark.parametrize('policy', MEMORY_POLICIES)
+def test_every_memory_policy_of_the_contract_renders_with_and_without_numa_directives(render, policy):
+    # The unit template maps each policy to NUMAPolicy= and to numactl's option: a new policy needs both.
+    assert '\nNUMAPolicy=%s\n' % policy in unit_text(render, 'native', plan={'memory_policy': policy})
+    assert ' --physcpubind=2-3 --' in unit_text(render, 'native', systemd=239, plan={'memory_policy': policy})

@@ -5,23 +5,23 @@
 from __future__ import absolute_import, division, print_function
 
 import json
+import os
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.filter.placement import FilterModule
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import MEMORY_POLICIES, SERVICE_NAME_PATTERN
+
+from ...conftest import REPO
+from ...support.topology import gpu, node, topology
 
 PLACE = FilterModule().filters()['place_services']
 
 # Node 0: CPUs 0-3 (SMT siblings 0,2 and 1,3); node 1: CPUs 4-7 (4,6 and 5,7).
-TOPOLOGY = {
-    'cpu': {'smt_siblings': ['0,2', '1,3', '4,6', '5,7']},
-    'numa_nodes': [{'id': 0, 'cpus': [0, 1, 2, 3], 'has_cpus': True}, {'id': 1, 'cpus': [4, 5, 6, 7], 'has_cpus': True}],
-    'gpus': [{'index': 0, 'uuid': 'GPU-b', 'pci_bus_id': '00000000:B1:00.0', 'numa_node': 1, 'name': 'X',
-              'memory_total_mb': 81920, 'mig': {'mode_current': 'disabled', 'gpu_instances': []}},
-             {'index': 1, 'uuid': 'GPU-a', 'pci_bus_id': '00000000:17:00.0', 'numa_node': 0, 'name': 'X',
-              'memory_total_mb': 81920, 'mig': {'mode_current': 'disabled', 'gpu_instances': []}}],
-}
+TOPOLOGY = topology(nodes=[node(0, [0, 1, 2, 3]), node(1, [4, 5, 6, 7])],
+                    gpus=[gpu(0, 'GPU-b', 'B1', 1, name='X'), gpu(1, 'GPU-a', '17', 0, name='X')],
+                    smt_siblings=['0,2', '1,3', '4,6', '5,7'])
 
 
 def test_the_contract():
@@ -60,3 +60,61 @@ def test_errors_are_filter_errors_that_name_the_filter(args, words):
         PLACE(*args)
     assert str(caught.value).startswith('gpufleet.core.place_services: ')
     assert words in str(caught.value)
+
+
+UNITS = FilterModule().filters()['service_units']
+
+
+def test_the_plan_document_is_taken_back_as_previous():
+    services = [{'name': 'llm', 'cpus': 2, 'command': '/usr/bin/serve'},
+                {'name': 'emb', 'cpus': 1, 'mode': 'container', 'image': 'registry/emb:1'}]
+    plan = PLACE(TOPOLOGY, services)
+    document = UNITS(plan, services, container_runtime='docker')['plan']
+    assert document['version'] == 1 and [e['unit'] for e in document['services']] == [
+        'gpufleet-svc-llm.service', 'gpufleet-svc-emb.service']
+    assert ('container' not in document['services'][0], document['services'][1]['container'],
+            document['services'][1]['container_runtime']) == (True, 'gpufleet-svc-emb', 'docker')
+    # Read back from the file: llm keeps its place though emb is gone and a newcomer comes first.
+    again = PLACE(TOPOLOGY, [{'name': 'new', 'cpus': 2}, services[0]], previous=json.loads(json.dumps(document)))
+    assert again[1] == plan[0]
+    # A document of another version (or none) is not reused: the services are placed afresh, as without one.
+    fresh = PLACE(TOPOLOGY, [{'name': 'new', 'cpus': 2}, services[0]])
+    assert PLACE(TOPOLOGY, [{'name': 'new', 'cpus': 2}, services[0]], previous=dict(document, version=2)) == fresh
+
+
+def test_service_units_reports_every_problem_of_the_role_keys_at_once():
+    services = [{'name': 'a', 'command': '/bin/a', 'colour': 'red'}, {'name': 'b'},
+                {'name': 'c', 'mode': 'container'}, {'name': 'd', 'command': '/bin/d', 'user': 'root'},
+                {'name': 'e', 'command': '/bin/e', 'environment': {'CUDA_VISIBLE_DEVICES': '0'}},
+                {'name': 'f', 'command': '/bin/f', 'read_write_paths': ['relative']},
+                {'name': 'g' * 30, 'command': '/bin/g'}]
+    with pytest.raises(AnsibleFilterError) as caught:
+        UNITS([], services)
+    text = str(caught.value)
+    assert text.startswith('gpufleet.core.service_units: The services cannot be written: ')
+    for words in ['entry a: give it a unique name', 'unknown here: colour', 'Service b: native mode needs command',
+                  'Service c: container mode needs image', 'Service d: a GPU service never runs as root',
+                  'Service e: environment may not set CUDA_VISIBLE_DEVICES', 'Service f: read_write_paths are absolute',
+                  "the dedicated user 'gpufleet-%s' is longer than 32 characters: set user" % ('g' * 30)]:
+        assert words in text
+
+
+def test_an_mps_share_runs_as_its_daemons_user():
+    services = [{'name': 'emb', 'gpus': {'mps': {}}, 'cpus': 1, 'command': '/bin/emb'}]
+    plan = PLACE(TOPOLOGY, services, mps_daemons=[{'device': 'GPU-b', 'user': 'infer'}])
+    unit = UNITS(plan, services)['units'][0]
+    assert (unit['user'], unit['mps_user'], unit['dedicated_user']) == ('infer', 'infer', False)
+    with pytest.raises(AnsibleFilterError) as caught:
+        UNITS(plan, [dict(services[0], user='other')])
+    assert "whose server serves one user id: run it as the daemon's user infer (got other)" in str(caught.value)
+    with pytest.raises(AnsibleFilterError) as caught:
+        UNITS(plan, [dict(services[0], name='emb2')])
+    assert 'the planner returned emb in its place' in str(caught.value)
+
+
+def test_the_filters_docs_state_the_plan_contracts_name_rule_and_policies():
+    # YAML docs cannot import Python: they must say what _plan says.
+    with open(os.path.join(REPO, 'plugins', 'filter', 'place_services.yml')) as handle:
+        text = ' '.join(handle.read().split())
+    assert 'C(^%s$)' % SERVICE_NAME_PATTERN in text
+    assert all('C(%s)' % policy in text for policy in MEMORY_POLICIES)

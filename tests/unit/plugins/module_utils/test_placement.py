@@ -16,35 +16,25 @@ import pytest
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.gpufleet.core.plugins.modules import topology_facts
 
+from ...support.topology import A100_PROFILES, gpu, mig_instance, node, topology
+
 # Two nodes, 8 cores each with SMT siblings i and i+16. Indices do not follow the bus order on purpose:
 # index 0 is bus 98 (node 1), index 1 bus 17 (node 0), index 2 bus B1 (node 1), index 3 bus 31 (node 0).
 G17, G31, G98, GB1 = 'GPU-17', 'GPU-31', 'GPU-98', 'GPU-b1'
 
 
-def gpu(index, uuid, bus, node, mig=None, name='NVIDIA A100 80GB PCIe'):
-    return {'index': index, 'uuid': uuid, 'pci_bus_id': '00000000:%s:00.0' % bus, 'numa_node': node, 'name': name,
-            'memory_total_mb': 81920, 'mig': mig or {'mode_current': 'disabled', 'gpu_instances': []}}
-
-
 def smt_host():
-    return {
-        'cpu': {'smt_siblings': ['%d,%d' % (i, i + 16) for i in range(16)]},
-        'numa_nodes': [{'id': 0, 'cpus': list(range(0, 8)) + list(range(16, 24)), 'has_cpus': True},
-                       {'id': 1, 'cpus': list(range(8, 16)) + list(range(24, 32)), 'has_cpus': True}],
-        'gpus': [gpu(0, G98, '98', 1), gpu(1, G17, '17', 0), gpu(2, GB1, 'B1', 1), gpu(3, G31, '31', 0)],
-        'mig_profiles': {'NVIDIA A100 80GB PCIe': [{'name': '1g.10gb', 'memory_mb': 9728},
-                                                   {'name': '3g.40gb', 'memory_mb': 40192}]},
-    }
+    return topology(
+        nodes=[node(0, list(range(0, 8)) + list(range(16, 24))), node(1, list(range(8, 16)) + list(range(24, 32)))],
+        gpus=[gpu(0, G98, '98', 1), gpu(1, G17, '17', 0), gpu(2, GB1, 'B1', 1), gpu(3, G31, '31', 0)],
+        smt_siblings=['%d,%d' % (i, i + 16) for i in range(16)], mig_profiles=A100_PROFILES)
 
 
 def quirky_host():
     """Sparse node ids 0 and 2, memory-only node 4; one GPU on each, and one whose node nobody knows."""
-    return {
-        'cpu': {'smt_siblings': [str(i) for i in range(8)]},
-        'numa_nodes': [{'id': 0, 'cpus': [0, 2, 4, 6]}, {'id': 2, 'cpus': [1, 3, 5, 7]}, {'id': 4, 'cpus': []}],
-        'gpus': [gpu(0, 'GPU-n0', '41', 0), gpu(1, 'GPU-n2', '81', 2), gpu(2, 'GPU-unknown', 'E1', None),
-                 gpu(3, 'GPU-hbm', 'C1', 4)],
-    }
+    return topology(nodes=[node(0, [0, 2, 4, 6]), node(2, [1, 3, 5, 7]), node(4, [])],
+                    gpus=[gpu(0, 'GPU-n0', '41', 0), gpu(1, 'GPU-n2', '81', 2), gpu(2, 'GPU-unknown', 'E1', None),
+                          gpu(3, 'GPU-hbm', 'C1', 4)])
 
 
 def by_name(plan):
@@ -190,10 +180,9 @@ def test_sparse_nodes_unknown_node_and_memory_only_node():
 
 def test_mig_devices_by_profile():
     host = smt_host()
-    host['gpus'][3] = gpu(3, G31, '31', 0, mig={'mode_current': 'enabled', 'gpu_instances': [
-        {'profile': '3g.40gb', 'placement': {'start': 4}, 'compute_instances': [{'id': 0, 'uuid': 'MIG-c'}]},
-        {'profile': '1g.10gb', 'placement': {'start': 1}, 'compute_instances': [{'id': 0, 'uuid': 'MIG-b'}]},
-        {'profile': '1g.10gb', 'placement': {'start': 0}, 'compute_instances': [{'id': 0, 'uuid': 'MIG-a'}]}]})
+    host['gpus'][3] = gpu(3, G31, '31', 0, instances=[
+        mig_instance('3g.40gb', ['MIG-c'], start=4), mig_instance('1g.10gb', ['MIG-b'], start=1),
+        mig_instance('1g.10gb', ['MIG-a'], start=0)])
     plan = by_name(place(host, [{'name': 'one', 'gpus': {'mig_profile': '1g.10gb'}, 'cpus': 2},
                                 {'name': 'whole', 'gpus': 2, 'cpus': 2},
                                 {'name': 'big', 'gpus': ['MIG-c'], 'cpus': 2}]))

@@ -17,6 +17,10 @@ from hypothesis import strategies as st
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
 
+from ...support.topology import gpu, mig_instance
+from ...support.topology import node as node_fact
+from ...support.topology import topology as topology_fact
+
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -37,22 +41,20 @@ def topologies(draw):
                 core = [next(numbers) for dummy in range(draw(st.sampled_from([1, 2, 2])))]
                 siblings.append(format_cpulist(core))
                 cpus.extend(core)
-        nodes.append({'id': node, 'cpus': sorted(cpus), 'has_cpus': bool(cpus)})
+        nodes.append(node_fact(node, cpus))
     gpus = []
     buses = draw(st.lists(st.integers(1, 250), min_size=6, max_size=6, unique=True))
     order = draw(st.permutations(range(6)))
     for index in range(draw(st.integers(0, 6))):
-        mig = {'mode_current': 'disabled', 'gpu_instances': []}
+        instances = []
         if draw(st.integers(0, 5)) == 0:
-            mig = {'mode_current': 'enabled', 'gpu_instances': [
-                {'profile': '1g.10gb', 'placement': {'start': s},
-                 'compute_instances': [{'id': 0, 'uuid': 'MIG-%d-%d' % (index, s)}]} for s in range(2)]}
-        gpus.append({'index': order[index], 'uuid': 'GPU-%02d' % index, 'pci_bus_id': '00000000:%02X:00.0' % buses[index],
-                     'numa_node': draw(st.sampled_from(node_ids + [None])), 'mig': mig})
+            instances = [mig_instance('1g.10gb', ['MIG-%d-%d' % (index, s)], start=s) for s in range(2)]
+        gpus.append(gpu(order[index], 'GPU-%02d' % index, buses[index], draw(st.sampled_from(node_ids + [None])),
+                        instances=instances))
     gpus.sort(key=lambda g: g['index'])
     reserved = draw(st.lists(st.sampled_from([c for n in nodes for c in n['cpus']]), max_size=3)) \
         if any(n['cpus'] for n in nodes) else []
-    return {'cpu': {'smt_siblings': siblings}, 'numa_nodes': nodes, 'gpus': gpus}, reserved
+    return topology_fact(nodes, gpus, smt_siblings=siblings), reserved
 
 
 @st.composite
@@ -193,8 +195,7 @@ def test_adding_a_service_moves_no_other(case, data):
 @given(topologies(), st.data())
 def test_a_gpu_on_an_unknown_node_needs_a_pin_or_cross_numa(drawn, data):
     topology, reserved = drawn
-    topology['gpus'].append({'index': 9, 'uuid': 'GPU-lost', 'pci_bus_id': '00000000:FF:00.0', 'numa_node': None,
-                             'mig': {'mode_current': 'disabled', 'gpu_instances': []}})
+    topology['gpus'].append(gpu(9, 'GPU-lost', 'FF', None))
     spec = {'name': 'u', 'gpus': ['GPU-lost'], 'cpus': 1, 'node': None}
     text = plan_or_error(topology, [spec], reserved)
     assert isinstance(text, str) and 'the NUMA node of GPU-lost is unknown' in text

@@ -13,8 +13,10 @@ import os
 import stat
 
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _numa_audit
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import CONTAINER_RUNTIMES, MEMORY_POLICIES
 from ansible_collections.gpufleet.core.plugins.modules import numa_audit
 
 from ...conftest import ModuleFail
@@ -516,3 +518,28 @@ def test_parse_numa_maps_reads_the_kernel_format():
     assert _numa_audit.parse_policies(text) == {'default': None, 'interleave:0-1': frozenset([0, 1]), 'prefer:1': None}
     assert _numa_audit.parse_policies('7f00 prefer (many):0-1 anon=1 N0=1\n7f10 weighted interleave:1 N1=1\n') == {
         'prefer (many):0-1': None, 'weighted interleave:1': frozenset([1])}
+
+
+@pytest.mark.parametrize('content, words', [
+    (None, 'cannot be read'),
+    ('{not json', 'is not JSON'),
+    ('[]', 'is not a placement plan'),
+    ('{"version": 1}', 'has no "services" list'),
+    ('{"version": 2, "services": []}', 'has version 2, but this release of gpufleet.core reads version 1'),
+    ('{"version": 1, "services": [{"cpulist": "0"}]}', 'services[0] has no name'),
+])
+def test_a_plan_that_cannot_be_read_is_refused_through_the_plan_contract(tmp_path, content, words):
+    path = tmp_path / 'placement.json'
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(_numa_audit.NumaAuditError) as caught:
+        _numa_audit.load_plan(str(path))
+    assert words in str(caught.value) and str(path) in str(caught.value)
+    assert ('or list the services to audit' in str(caught.value)) is (content is None)
+
+
+def test_memory_policies_are_the_plan_contracts():
+    documented = yaml.safe_load(numa_audit.DOCUMENTATION)['options']['services']['suboptions']['expect']
+    assert tuple(documented['suboptions']['memory_policy']['choices']) == MEMORY_POLICIES
+    assert tuple(numa_audit.SERVICE_SPEC['expect']['options']['memory_policy']['choices']) == MEMORY_POLICIES
+    assert tuple(numa_audit.SERVICE_SPEC['container_runtime']['choices']) == CONTAINER_RUNTIMES
