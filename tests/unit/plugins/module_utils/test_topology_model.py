@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import (
     FACT_VERSION, Topology, TopologyModelError, match_gpu_ref)
-from tests.unit.support.topology import A100, A100_PROFILES, gpu, mig_instance, node, topology
+from ...support.topology import A100, A100_PROFILES, gpu, mig_instance, node, topology
 
 H100 = 'NVIDIA H100 80GB HBM3'
 
