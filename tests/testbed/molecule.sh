@@ -7,6 +7,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
+# One scenario at a time on this machine: scenarios of two checkouts (a CI clone and a work tree) share container
+# names, and two at once on two cores time out. The lock is released when this script (exec'd molecule) exits.
+exec 9>"${TMPDIR:-/tmp}/gpufleet-molecule.lock"
+flock 9
+
 # All idempotent and near-instant once done.
 "$here/podman.sh"
 "$here/image.sh"
