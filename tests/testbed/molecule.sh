@@ -8,9 +8,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 # One scenario at a time on this machine: scenarios of two checkouts (a CI clone and a work tree) share container
-# names, and two at once on two cores time out. The lock is released when this script (exec'd molecule) exits.
+# names, and two at once on two cores time out. This shell holds the lock until it exits; molecule and the
+# containers it starts do not inherit it (9>&- below), so a lingering process cannot keep it.
 exec 9>"${TMPDIR:-/tmp}/gpufleet-molecule.lock"
-flock 9
+flock -w 7200 9 || { echo "molecule.sh: another scenario held the lock for 2 hours" >&2; exit 1; }
 
 # All idempotent and near-instant once done.
 "$here/podman.sh"
@@ -27,4 +28,4 @@ export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}" PY_COLORS="${PY_COLORS:-0
 
 # molecule finds extensions/molecule/{config.yml,*/molecule.yml} only from the collection root (galaxy.yml in cwd).
 cd "$repo"
-exec molecule test -s "$1" "${@:2}"
+molecule test -s "$1" "${@:2}" 9>&-
