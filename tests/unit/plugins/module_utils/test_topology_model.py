@@ -20,10 +20,10 @@ def _host():
         nodes=[node(0, list(range(0, 4)) + list(range(8, 12))), node(1, list(range(4, 8)) + list(range(12, 16))),
                node(2, [])],
         gpus=[gpu(0, 'GPU-a', bus='17', node=0),
-              gpu(1, 'GPU-b', bus='31', node=0, instances=[mig_instance('1g.10gb', ['MIG-b0'], start=0),
-                                                             mig_instance('1g.10gb', ['MIG-b1'], start=1)]),
+              gpu(1, 'GPU-b', bus='31', node=0, instances=[
+                  mig_instance('1g.10gb', ['MIG-b0'], start=0), mig_instance('1g.10gb', ['MIG-b1'], start=1)]),
               gpu(2, 'GPU-c', bus='B1', node=1, name=H100)],
-        smt_siblings=['%d,%d' % (cpu, cpu + 8) for cpu in range(8)] * 2,
+        smt_siblings=['%d,%d' % (cpu, cpu + 8) for cpu in range(8)],
         mig_profiles=A100_PROFILES)
 
 
