@@ -19,9 +19,9 @@ __metaclass__ = type
 import json
 import sys
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
-from ansible_collections.gpufleet.core.plugins.module_utils._mig import MigApplyError, MigError, MigRun
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError
+from ansible_collections.gpufleet.core.plugins.module_utils._mig import MigRun
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
 
 SUMMARY = 'apply the declared MIG layout (the boot unit)'
@@ -35,17 +35,26 @@ def main(argv):
     if pynvml is None:
         sys.stderr.write('gpufleet-mig-apply: nvidia-ml-py (pynvml) is not installed\n')
         return 1
-    with open(argv[1]) as handle:
-        declared = json.load(handle)
+    try:
+        with open(argv[1]) as handle:
+            declared = json.load(handle)
+    except (IOError, OSError, ValueError) as exc:
+        sys.stderr.write('gpufleet-mig-apply: %s cannot be read as JSON: %s\n' % (argv[1], exc))
+        return 1
+    if not isinstance(declared, dict):
+        sys.stderr.write('gpufleet-mig-apply: %s: expected a JSON object with layouts or mig_parted_config\n'
+                         % argv[1])
+        return 1
     run = MigRun(pynvml, HostFiles('/sys', '/proc'), layouts=declared.get('layouts'),
                  mig_parted=declared.get('mig_parted_config'), mig_parted_name=declared.get('mig_parted_name'),
                  force=False)
     try:
         result = run.run(check_mode=False)
-    except (MigError, LayoutError, MigApplyError) as exc:
+    except GpufleetError as exc:
         sys.stderr.write('gpufleet-mig-apply: %s\n' % exc)
         return 1
-    for operation in result['operations']:
+    # What ran; steps that wait for a reset are not listed as done.
+    for operation in result['applied']:
         sys.stdout.write('%s\n' % operation)
     for gpu in result['gpus']:
         sys.stdout.write('GPU %d %s: %s\n' % (gpu['index'], gpu['uuid'], gpu['layout_after'] if isinstance(
@@ -53,5 +62,7 @@ def main(argv):
     if result['reset_required']:
         sys.stderr.write('gpufleet-mig-apply: a MIG mode change waits for a GPU reset: %s\n'
                          % (', '.join(result['reset_blockers']) or 'nothing blocks it'))
+        for operation in result['not_run']:
+            sys.stderr.write('gpufleet-mig-apply: not run until after the reset: %s\n' % operation)
         return 1
     return 0

@@ -33,16 +33,19 @@ class MigError(GpufleetError):
 
 
 class MigApplyError(GpufleetError):
-    """An NVML failure part-way through; the message says what was already applied."""
+    """An NVML failure part-way through; the message says what was applied, what failed and what did not run."""
 
 
-def reset_blockers(files):
-    """Things known to block a GPU reset, by name."""
+def reset_blockers(files, busy_gpus=()):
+    """Things known to block a GPU reset, by name; busy_gpus: (name, pids) of GPUs running compute processes."""
     blockers = []
     if files.read_sys('module', 'nvidia_drm', 'initstate') is not None or files.list_sys('module', 'nvidia_drm'):
         blockers.append('the nvidia_drm kernel module (unload it, or reboot instead)')
     running = find_processes(files, sorted(_RESET_BLOCKING_PROGRAMS))
     blockers.extend(_RESET_BLOCKING_PROGRAMS[program] for program, pids in sorted(running.items()) if pids)
+    # The driver refuses to reset a GPU that runs compute processes.
+    blockers.extend('compute processes %s on %s (stop them during the reset)' % (_pids(pids), name)
+                    for name, pids in busy_gpus if pids)
     return blockers
 
 
@@ -100,6 +103,7 @@ class _Gpu:
                 'compute_instance_ids': [ci['id'] for ci in cis],
                 'uuids': [devices.get((gi['id'], ci['id']), {}).get('uuid') for ci in cis],
                 'pids': sorted(set(pid for ci_pids in pids for pid in ci_pids)),
+                'compute_instance_pids': [sorted(ci_pids) for ci_pids in pids],
                 'busy': any(pids),
             })
 
@@ -137,9 +141,9 @@ class _Gpu:
                 if gi['busy']:
                     self.blocked_by.append('replacing the compute instances of GPU instance %d (%s) while PIDs %s '
                                            'run' % (gi['id'], gi['profile'], _pids(gi['pids'])))
-                for ci_id in gi['compute_instance_ids']:
+                for ci_id, ci_pids in zip(gi['compute_instance_ids'], gi['compute_instance_pids']):
                     self.operations.append({'op': 'destroy_compute_instance', 'gpu_instance': gi['id'],
-                                            'compute_instance': ci_id})
+                                            'compute_instance': ci_id, 'pids': ci_pids})
                 for size in gi['wanted_compute_instances']:
                     self.operations.append({'op': 'create_compute_instance', 'gpu_instance': gi['id'], 'size': size,
                                             'profile': gi['profile']})
@@ -149,13 +153,21 @@ class _Gpu:
                                     'start': gi['start'], 'size': self.shape.memory_size(gi['profile']),
                                     'compute_instances': gi['compute_instances']})
 
+    def refusable_first(self):
+        """Put the steps NVML may refuse (destroying a compute instance a process holds) before every other step.
+
+        With force, the first step on the GPU is then the one NVML refuses while processes run, so a refusal
+        leaves the GPU as it was. The sort is stable: the remaining steps keep their order.
+        """
+        self.operations.sort(key=lambda op: not op.get('pids'))
+
     def _destroy(self, gi):
         if gi['busy']:
             self.blocked_by.append('destroying GPU instance %d (%s at %d) while PIDs %s run'
                                    % (gi['id'], gi['profile'], gi['start'], _pids(gi['pids'])))
-        for ci_id in gi['compute_instance_ids']:
+        for ci_id, ci_pids in zip(gi['compute_instance_ids'], gi['compute_instance_pids']):
             self.operations.append({'op': 'destroy_compute_instance', 'gpu_instance': gi['id'],
-                                    'compute_instance': ci_id})
+                                    'compute_instance': ci_id, 'pids': ci_pids})
         self.operations.append({'op': 'destroy_gpu_instance', 'gpu_instance': gi['id'], 'profile': gi['profile'],
                                 'start': gi['start']})
 
@@ -182,20 +194,55 @@ def _pids(pids):
     return ', '.join(str(pid) for pid in pids)
 
 
-def describe_operation(gpu, op):
+def describe_step(op):
+    """One operation in words, without the GPU (messages name it once per GPU)."""
     kind = op['op']
     if kind == 'set_mig_mode':
-        return '%s: %s MIG mode' % (gpu.name, 'enable' if op['enabled'] else 'disable')
+        return '%s MIG mode' % ('enable' if op['enabled'] else 'disable')
     if kind == 'destroy_compute_instance':
-        return '%s: destroy compute instance %d of GPU instance %d' % (
-            gpu.name, op['compute_instance'], op['gpu_instance'])
+        return 'destroy compute instance %d of GPU instance %d' % (op['compute_instance'], op['gpu_instance'])
     if kind == 'destroy_gpu_instance':
-        return '%s: destroy GPU instance %d (%s at %d)' % (gpu.name, op['gpu_instance'], op['profile'], op['start'])
+        return 'destroy GPU instance %d (%s at %d)' % (op['gpu_instance'], op['profile'], op['start'])
     if kind == 'create_compute_instance':
-        return '%s: create a %dc compute instance in GPU instance %d (%s)' % (
-            gpu.name, op['size'], op['gpu_instance'], op['profile'])
-    return '%s: create %s at memory slice %d with compute instances %s' % (
-        gpu.name, op['profile'], op['start'], '+'.join('%dc' % size for size in op['compute_instances']))
+        return 'create a %dc compute instance in GPU instance %d (%s)' % (op['size'], op['gpu_instance'], op['profile'])
+    return 'create %s at memory slice %d with compute instances %s' % (
+        op['profile'], op['start'], '+'.join('%dc' % size for size in op['compute_instances']))
+
+
+def describe_operation(gpu, op):
+    return '%s: %s' % (gpu.name, describe_step(op))
+
+
+def per_gpu(steps):
+    """[(gpu, step)] in words, naming each GPU once: 'GPU 0 (...): a, b; GPU 1 (...): c'."""
+    groups = []
+    for gpu, step in steps:
+        if groups and groups[-1][0] is gpu:
+            groups[-1][1].append(step)
+        else:
+            groups.append((gpu, [step]))
+    return '; '.join('%s: %s' % (gpu.name, ', '.join(gpu_steps)) for gpu, gpu_steps in groups) or 'nothing'
+
+
+def by_reason(problems):
+    """[(gpu, reason)] as one line per reason that names every GPU it holds for once.
+
+    A reason may contain {indices}: the comma-separated indices of its GPUs (for nvidia-smi -i).
+    """
+    order = []
+    gpus = {}
+    for gpu, reason in problems:
+        if reason not in gpus:
+            order.append(reason)
+            gpus[reason] = []
+        gpus[reason].append(gpu)
+    lines = []
+    for reason in order:
+        named = gpus[reason]
+        who = named[0].name if len(named) == 1 else 'GPUs %s (%s)' % (
+            ', '.join(str(gpu.index) for gpu in named), ', '.join(gpu.info['uuid'] for gpu in named))
+        lines.append('%s: %s' % (who, reason.replace('{indices}', ','.join(str(gpu.index) for gpu in named))))
+    return ' | '.join(lines)
 
 
 class MigRun:
@@ -211,7 +258,22 @@ class MigRun:
         self.force = force
         self.allow_mode_change = allow_mode_change
         self.gpus = []
-        self.applied = []
+        # What ran, what NVML refused, and what was left: (gpu, step in words) each.
+        self.done = []
+        self.refused = []
+        self.left = []
+
+    @property
+    def applied(self):
+        return ['%s: %s' % (gpu.name, step) for gpu, step in self.done]
+
+    @property
+    def failed(self):
+        return ['%s: %s' % (gpu.name, step) for gpu, step in self.refused]
+
+    @property
+    def not_run(self):
+        return ['%s: %s' % (gpu.name, step) for gpu, step in self.left]
 
     def run(self, check_mode):
         try:
@@ -220,7 +282,9 @@ class MigRun:
                 before = dict((gpu.index, gpu.layout_now()) for gpu in self.gpus)
                 planned = dict((gpu.index, gpu.layout_wanted()) for gpu in self.gpus)
                 pending_reset = []
-                if not check_mode:
+                if check_mode:
+                    self.left = [(gpu, describe_step(op)) for gpu in self.gpus for op in gpu.operations]
+                else:
                     pending_reset = self._apply(nvml)
                     # Read back only what changed: the rest is as read a moment ago.
                     self.gpus = [self._reread(nvml, gpu) if gpu.operations else gpu for gpu in self.gpus]
@@ -233,36 +297,40 @@ class MigRun:
     def _prepare(self, nvml):
         handles = nvml.device_handles()
         every = [_Gpu(nvml, handle, index) for index, handle in enumerate(handles)]
-        raw = raw_layouts([gpu.info for gpu in every], self.layouts, self.mig_parted, self.mig_parted_name)
+        described = [dict(gpu.info, mig_capable=gpu.modes['mig_capable']) for gpu in every]
+        if self.mig_parted is not None:
+            for gpu in described:  # for mig-parted's device-filter only
+                gpu['pci_subsystem_id'] = _pci_subsystem_id(self.files, gpu['pci_bus_id'])
+        raw = raw_layouts(described, self.layouts, self.mig_parted, self.mig_parted_name)
         profiles_by_name = {}
         errors = []
         for gpu in every:
             if gpu.index not in raw:
                 continue
             self.gpus.append(gpu)
-            where = 'GPU %d (%s)' % (gpu.index, gpu.info['uuid'])
             if not gpu.modes['mig_capable']:
                 if raw[gpu.index] not in (None, 'disabled', False):
-                    errors.append('%s: %s does not support MIG' % (where, gpu.info['name']))
+                    errors.append((gpu, '%s does not support MIG' % gpu.info['name']))
                 continue
             profiles = profiles_by_name.get(gpu.info['name']) or nvml.mig_profiles(gpu.handle)
             profiles_by_name[gpu.info['name']] = profiles
             gpu.shape = GpuShape(gpu.info['name'], profiles)
             try:
-                gpu.wanted = resolve(raw[gpu.index], gpu.shape, where)
+                gpu.wanted = resolve(raw[gpu.index], gpu.shape, 'layout')
                 if gpu.wanted is not None:
-                    validate(gpu.shape, gpu.wanted, '%s %s' % (where, gpu.info['name']))
+                    validate(gpu.shape, gpu.wanted, gpu.info['name'])
             except LayoutError as exc:
-                errors.append(str(exc))
+                errors.append((gpu, str(exc)))
                 continue
             for gi in gpu.wanted or []:
                 gi['slices'] = gpu.shape.profile(gi['profile'])['slice_count']
             gpu.read_state(nvml, profiles)
         if errors:
-            raise MigError('No GPU was changed, because: ' + ' | '.join(errors))
+            raise MigError('No GPU was changed, because: ' + by_reason(errors))
         for gpu in self.gpus:
             if gpu.shape is not None:
                 gpu.plan()
+                gpu.refusable_first()
         self._check_safety()
 
     def _check_safety(self):
@@ -270,61 +338,90 @@ class MigRun:
         for gpu in self.gpus:
             mode_ops = [op for op in gpu.operations if op['op'] == 'set_mig_mode']
             if mode_ops and not self.allow_mode_change:
-                problems.append('%s: MIG mode is %s and the layout needs it %s; allow the mode change '
-                                '(allow_mode_change: true) or change it first with nvidia-smi -i %d -mig %d'
-                                % (gpu.name, gpu.modes['mig_mode_current'],
-                                   'enabled' if mode_ops[0]['enabled'] else 'disabled', gpu.index,
-                                   1 if mode_ops[0]['enabled'] else 0))
+                problems.append((gpu, 'MIG mode is %s and the layout needs it %s; allow the mode change '
+                                      '(allow_mode_change: true) or change it first with nvidia-smi -i {indices} -mig %d'
+                                 % (gpu.modes['mig_mode_current'], 'enabled' if mode_ops[0]['enabled'] else 'disabled',
+                                    1 if mode_ops[0]['enabled'] else 0)))
             if gpu.blocked_by and not self.force:
-                problems.append('%s: refusing %s; stop those processes first, or set force: true'
-                                % (gpu.name, '; '.join(gpu.blocked_by)))
+                problems.append((gpu, 'refusing %s; stop those processes first, or set force: true'
+                                 % '; '.join(gpu.blocked_by)))
         if problems:
-            raise MigError('No GPU was changed, because: ' + ' | '.join(problems))
+            raise MigError('No GPU was changed, because: ' + by_reason(problems))
 
     # Apply -------------------------------------------------------------------------
 
     def _apply(self, nvml):
         """Run every GPU's operations; returns the GPUs whose mode change waits for a reset."""
         pending_reset = []
-        for gpu in self.gpus:
+        for position, gpu in enumerate(self.gpus):
             waiting = False
             gi_handles = {}
-            for op in gpu.operations:
+            for step, op in enumerate(gpu.operations):
                 if waiting and op['op'] != 'set_mig_mode':
-                    continue  # instances need the new mode to be active; they follow after the reset
-                self._do(nvml, gpu, op, gi_handles)
+                    # Instances need the new mode to be active; they follow on a run after the reset.
+                    self.left.append((gpu, describe_step(op)))
+                    continue
+                try:
+                    if step == 0:
+                        self._still_in_use(nvml, gpu)
+                    self._do(nvml, gpu, op, gi_handles)
+                except (NvmlError, _InUse) as exc:
+                    self._stop(gpu, op, exc, gpu.operations[step + 1:], self.gpus[position + 1:])
                 if op['op'] == 'set_mig_mode' and not op.get('active'):
                     waiting = True
                     pending_reset.append(gpu.index)
         return pending_reset
 
+    def _still_in_use(self, nvml, gpu):
+        """Before the first change on a GPU, check again every compute instance a process held at planning.
+
+        NVML refuses to destroy a compute instance that runs processes, force or not. Checking them all first
+        means a refusal happens before anything on this GPU changed.
+        """
+        held = [op for op in gpu.operations if op.get('pids')]
+        if not held:
+            return
+        devices = nvml.mig_devices(gpu.handle)
+        for op in held:
+            pids = devices.get((op['gpu_instance'], op['compute_instance']), {}).get('pids', [])
+            if pids:
+                raise _InUse('PIDs %s still run there, and NVML refuses to destroy a compute instance in use '
+                             '(In use by another client), with force or without' % _pids(pids), op)
+
+    def _stop(self, gpu, op, exc, rest_of_gpu, later_gpus):
+        failed_op = exc.op if isinstance(exc, _InUse) else op
+        self.refused.append((gpu, '%s: %s' % (describe_step(failed_op), exc)))
+        self.left.extend((gpu, describe_step(other)) for other in [op] + list(rest_of_gpu) if other is not failed_op)
+        self.left.extend((other, describe_step(step)) for other in later_gpus for step in other.operations)
+        untouched = not [done_gpu for done_gpu, _step in self.done if done_gpu is gpu]
+        raise MigApplyError('NVML failed at "%s": %s. %sAlready applied: %s. Not run: %s. Nothing else was changed; '
+                            're-run to converge.' % (
+                                describe_operation(gpu, failed_op), exc,
+                                '%s was not changed. ' % gpu.name if untouched else '',
+                                per_gpu(self.done), per_gpu(self.left)))
+
     def _do(self, nvml, gpu, op, gi_handles):
-        try:
-            kind = op['op']
-            if kind == 'set_mig_mode':
-                op['active'] = nvml.set_mig_mode(gpu.handle, op['enabled'])
-            elif kind == 'destroy_compute_instance':
-                gi = gi_handles.get(op['gpu_instance']) or nvml.gpu_instance(gpu.handle, op['gpu_instance'])
-                nvml.destroy_compute_instance(gi, op['compute_instance'])
-            elif kind == 'destroy_gpu_instance':
-                nvml.destroy_gpu_instance(nvml.gpu_instance(gpu.handle, op['gpu_instance']))
-            elif kind == 'create_compute_instance':
-                gi = gi_handles.get(op['gpu_instance']) or nvml.gpu_instance(gpu.handle, op['gpu_instance'])
-                nvml.create_compute_instance(gi, op['size'])
-            else:
-                gi, gi_id = nvml.create_gpu_instance(gpu.handle, op['profile_id'], op['start'], op['size'])
-                gi_handles[gi_id] = gi
-                self.applied.append(describe_operation(gpu, op))
-                for size in op['compute_instances']:
-                    nvml.create_compute_instance(gi, size)
-                    self.applied.append('%s: create a %dc compute instance in GPU instance %d'
-                                        % (gpu.name, size, gi_id))
-                return
-        except NvmlError as exc:
-            raise MigApplyError('NVML failed at "%s": %s. Already applied: %s. Nothing else was changed; re-run '
-                                'to converge.' % (describe_operation(gpu, op), exc,
-                                                  '; '.join(self.applied) or 'nothing'))
-        self.applied.append(describe_operation(gpu, op))
+        kind = op['op']
+        if kind == 'set_mig_mode':
+            op['active'] = nvml.set_mig_mode(gpu.handle, op['enabled'])
+        elif kind == 'destroy_compute_instance':
+            gi = gi_handles.get(op['gpu_instance']) or nvml.gpu_instance(gpu.handle, op['gpu_instance'])
+            nvml.destroy_compute_instance(gi, op['compute_instance'])
+        elif kind == 'destroy_gpu_instance':
+            nvml.destroy_gpu_instance(nvml.gpu_instance(gpu.handle, op['gpu_instance']))
+        elif kind == 'create_compute_instance':
+            gi = gi_handles.get(op['gpu_instance']) or nvml.gpu_instance(gpu.handle, op['gpu_instance'])
+            nvml.create_compute_instance(gi, op['size'])
+        else:
+            gi, gi_id = nvml.create_gpu_instance(gpu.handle, op['profile_id'], op['start'], op['size'])
+            gi_handles[gi_id] = gi
+            self.done.append((gpu, 'create %s at memory slice %d (GPU instance %d)' % (op['profile'], op['start'],
+                                                                                       gi_id)))
+            for size in op['compute_instances']:
+                nvml.create_compute_instance(gi, size)
+                self.done.append((gpu, 'create a %dc compute instance in GPU instance %d' % (size, gi_id)))
+            return
+        self.done.append((gpu, describe_step(op)))
 
     def _reread(self, nvml, gpu):
         fresh = _Gpu(nvml, gpu.handle, gpu.index)
@@ -350,6 +447,7 @@ class MigRun:
                 'mig_mode_pending': gpu.modes['mig_mode_pending'],
                 'reset_required': gpu.index in pending_reset or (
                     gpu.modes['mig_mode_current'] != gpu.modes['mig_mode_pending']),
+                'compute_pids': list(gpu.pids),
                 'layout_before': before[gpu.index],
                 'layout_after': after,
                 'layout_wanted': planned[gpu.index],
@@ -360,17 +458,41 @@ class MigRun:
                             for ci_id, uuid in zip(gi['compute_instance_ids'], gi['uuids'])],
             })
         reset_required = any(gpu['reset_required'] for gpu in gpus)
-        blockers = reset_blockers(self.files) if reset_required else []
+        busy = [(gpu.name, gpu.pids) for gpu, reported in zip(self.gpus, gpus) if reported['reset_required']]
+        blockers = reset_blockers(self.files, busy) if reset_required else []
         return {
             'changed': any(gpu['changed'] for gpu in gpus),
             'gpus': gpus,
             'operations': [op for gpu in gpus for op in gpu['operations']],
+            'applied': self.applied,
+            'failed': self.failed,
+            'not_run': self.not_run,
             'reset_required': reset_required,
             'reset_blockers': blockers,
             'reboot_required': reset_required and bool(blockers),
             'diff': make_diff(['GPU %d %s: %s' % (g['index'], g['uuid'], _text(before[g['index']])) for g in gpus],
                               ['GPU %d %s: %s' % (g['index'], g['uuid'], _text(planned[g['index']])) for g in gpus]),
         }
+
+
+class _InUse(GpufleetError):
+    """A compute instance to destroy still runs processes: NVML would refuse, so nothing on its GPU is touched."""
+
+    def __init__(self, message, op):
+        super(_InUse, self).__init__(message)
+        self.op = op
+
+
+def _pci_subsystem_id(files, bus_id):
+    """0x<subsystem device><subsystem vendor> from sysfs, as mig-parted reads it for device-filter; None if absent."""
+    domain, _sep, rest = bus_id.lower().partition(':')
+    address = '%s:%s' % (domain[-4:], rest)
+    try:
+        device = files.read_sys('bus', 'pci', 'devices', address, 'subsystem_device')
+        vendor = files.read_sys('bus', 'pci', 'devices', address, 'subsystem_vendor')
+        return '0x%04X%04X' % (int(device, 16), int(vendor, 16))
+    except (GpufleetError, TypeError, ValueError):
+        return None  # unreadable: a filter with a subsystem part then matches nothing, as in mig-parted
 
 
 def _text(layout):

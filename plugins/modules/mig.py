@@ -67,8 +67,11 @@ options:
     description:
       - "A mig-parted configuration (C(version: v1), C(mig-configs)) as data, for example from
         C(lookup('ansible.builtin.file', 'config.yaml') | from_yaml). Use with O(mig_parted_name)."
-      - C(devices), C(device-filter), C(mig-enabled) and C(mig-devices) are understood, including
-        compute-instance keys such as C(1c.3g.40gb).
+      - C(devices), C(device-filter), C(mig-enabled) and C(mig-devices) mean what they mean to mig-parted,
+        including compute-instance keys such as C(1c.3g.40gb), which share one GPU instance as mig-parted groups
+        them. C(mig-enabled) is required and must be a boolean; C(devices) is V(all) or a list of indices.
+      - Where the module deliberately differs from mig-parted (it refuses what mig-parted would silently accept,
+        keeps matching instances, never destroys busy ones), the collection's C(docs/mig.md) says so.
     type: dict
   mig_parted_file:
     description:
@@ -79,7 +82,15 @@ options:
     type: str
   force:
     description:
-      - Destroy instances and change MIG mode even while compute processes run on them. Those processes fail.
+      - Skip the module's own refusal to change a GPU while compute processes run on instances the change
+        destroys, or on a GPU whose MIG mode it changes.
+      - It does not stop processes. NVML refuses to destroy a compute instance that runs processes (C(In use by
+        another client)), so before the first change on each GPU the module checks every such instance again,
+        and the steps NVML may refuse run first. If processes still run there, that GPU is left exactly as it
+        was and the run fails naming the PIDs; force is complete or a no-op per GPU.
+      - A MIG mode change while processes run on the GPU waits for a GPU reset, which the driver refuses while
+        they run; they are reported in RV(reset_blockers), and the M(gpufleet.core.mig) role reboots instead of
+        attempting that reset.
     type: bool
     default: false
   allow_mode_change:
@@ -190,8 +201,14 @@ gpus:
       type: raw
       returned: always
       sample: [3g.40gb@0, 1g.10gb@4, 1g.10gb@6]
+    compute_pids:
+      description: PIDs of the compute processes on this GPU after the run; they block a GPU reset.
+      type: list
+      elements: int
+      returned: always
+      sample: []
     operations:
-      description: The NVML operations for this GPU, in order; in check mode, the plan.
+      description: The NVML operations planned for this GPU, in order; RV(applied) and RV(not_run) say which ran.
       type: list
       elements: str
       returned: always
@@ -205,8 +222,29 @@ gpus:
       sample:
         - {"gpu_instance_id": 1, "compute_instance_id": 0, "profile": "3g.40gb", "placement_start": 0,
            "uuid": "MIG-0c8d7b3e-7f1a-5a2b-9c4d-3e2f1a0b9c8d"}
+applied:
+  description: The NVML steps that ran, in order; empty in check mode.
+  returned: always, and on failure part-way
+  type: list
+  elements: str
+  sample: []
+failed:
+  description: The step NVML refused, with its error; empty unless the run failed part-way.
+  returned: always, and on failure part-way
+  type: list
+  elements: str
+  sample: []
+not_run:
+  description:
+    - Planned steps that did not run; in check mode, the whole plan.
+    - After a failure, the steps after the failed one; after a MIG mode change that waits for a GPU reset, that
+      GPU's instance steps, which follow on a run after the reset.
+  returned: always, and on failure part-way
+  type: list
+  elements: str
+  sample: []
 operations:
-  description: All GPUs' operations, in the order they run.
+  description: All GPUs' planned operations, in planned order; RV(applied) and RV(not_run) say which ran.
   returned: always
   type: list
   elements: str
@@ -217,7 +255,9 @@ reset_required:
   type: bool
   sample: false
 reset_blockers:
-  description: Things found on the host that are known to block a GPU reset, by name; only checked when a reset is required.
+  description:
+    - Things found on the host that are known to block a GPU reset, by name, including compute processes running
+      on a GPU whose reset is required; only checked when a reset is required.
   returned: always
   type: list
   elements: str
@@ -234,9 +274,9 @@ import json
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.core.plugins.module_utils._argspec import HOST_ROOTS, argument_spec
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
-from ansible_collections.gpufleet.core.plugins.module_utils._mig import MigApplyError, MigError, MigRun
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError
+from ansible_collections.gpufleet.core.plugins.module_utils._mig import MigApplyError, MigRun
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR, PYNVML_PACKAGE, pynvml
 
 try:
@@ -252,7 +292,10 @@ def load_mig_parted_file(module, path):
     except (IOError, OSError) as exc:
         module.fail_json(msg='mig_parted_file=%s cannot be read: %s' % (path, exc))
     if yaml is not None:
-        return yaml.safe_load(text)
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            module.fail_json(msg='mig_parted_file=%s is not valid YAML: %s' % (path, exc))
     try:
         return json.loads(text)
     except ValueError:
@@ -290,10 +333,11 @@ def main():
                  allow_mode_change=params['allow_mode_change'])
     try:
         result = run.run(module.check_mode)
-    except (MigError, LayoutError) as exc:
-        module.fail_json(msg=str(exc), changed=False)
     except MigApplyError as exc:
-        module.fail_json(msg=str(exc), changed=True, applied=run.applied)
+        module.fail_json(msg=str(exc), changed=bool(run.applied), applied=run.applied, failed=run.failed,
+                         not_run=run.not_run)
+    except GpufleetError as exc:
+        module.fail_json(msg=str(exc), changed=False)
     diff = result.pop('diff')
     if module._diff:
         result['diff'] = diff

@@ -9,6 +9,7 @@ come from tests/nvml_sim/gpu_models.json (support/mig_tables.py), which is check
 from __future__ import absolute_import, division, print_function
 
 import os
+import re
 
 import pytest
 import yaml
@@ -18,7 +19,7 @@ from ansible_collections.gpufleet.core.plugins.modules import mig
 
 from ...conftest import ModuleFail
 from ...support import mig_tables
-from ...support.sim import gpu_uuid
+from ...support.sim import gpu_uuid, load_host, make_gpus
 
 SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', 'mig_samples')
 GPU0 = gpu_uuid(0)
@@ -277,3 +278,219 @@ def test_mig_parted_config_applies_the_same_layouts_as_native_input(run_module, 
     assert [g['layout_after'] for g in by_file['gpus']] == [['3g.40gb@0', '3g.40gb@4']] * 4
     msg = refuse(run_module, {'mig_parted_config': config, 'mig_parted_name': 'nope'})
     assert "no mig-configs entry 'nope'" in msg and 'all-3g.40gb' in msg
+
+
+# mig-parted's format, with mig-parted's meaning (docs/dev/mig_parted_semantics.md, section numbers below) ------------
+
+def parted(*entries):
+    return {'mig_parted_config': {'version': 'v1', 'mig-configs': {'chosen': list(entries)}},
+            'mig_parted_name': 'chosen'}
+
+
+def test_mig_parted_enabled_with_empty_mig_devices_means_mig_on_and_no_instances(run_module, host):
+    """§3: `mig-enabled: true` with `mig-devices: {}` is valid (mig-parted's all-enabled example): MIG on, no
+    GPU or compute instances; the module destroys the idle ones there are and keeps the mode."""
+    host(mig_mode=0)
+    apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb']}]})
+    result = apply(run_module, parted({'devices': 'all', 'mig-enabled': True, 'mig-devices': {}}))
+    assert result['gpus'][0]['mig_mode'] == 'enabled' and layout_of(result) == []
+    assert apply(run_module, parted({'devices': 'all', 'mig-enabled': True, 'mig-devices': {}}))['changed'] is False
+
+
+def test_mig_parted_disabled_with_empty_or_null_mig_devices_is_accepted(run_module, host):
+    """§2: mig-parted refuses mig-devices with `mig-enabled: false` only when the map is non-empty."""
+    host(mig_mode=1)
+    for empty in ({}, None):
+        result = apply(run_module, parted({'devices': [0], 'mig-enabled': False, 'mig-devices': empty}))
+        assert layout_of(result) == 'disabled'
+
+
+def test_mig_parted_devices_all_skips_gpus_that_cannot_do_mig(run_module, sim_hosts):
+    """§4: ApplyMigMode/ApplyMigConfig skip a non-MIG-capable GPU when the entry says `devices: all`; an explicit
+    index of such a GPU with mig-enabled true is an error ("cannot set MIG mode/config on non MIG-capable GPU")."""
+    gpus = make_gpus('A100-80GB-PCIe') + [dict(make_gpus('L40S', first_uuid=1)[0], pci_bus_id='00000000:18:00.0')]
+    paths = sim_hosts.described(dict(load_host('reference-a100'), gpus=gpus))
+    result = apply(run_module, parted({'devices': 'all', 'mig-enabled': True, 'mig-devices': {'3g.40gb': 2}}))
+    assert [gpu['index'] for gpu in result['gpus']] == [0]
+    assert layout_of(result) == ['3g.40gb@0', '3g.40gb@4']
+    mutations = simctl.mutations(paths['state_file'])
+    msg = refuse(run_module, parted({'devices': [1], 'mig-enabled': True, 'mig-devices': {'1g.10gb': 1}}))
+    assert 'GPU 1 (%s, NVIDIA L40S): NVIDIA L40S does not support MIG' % gpu_uuid(1) in msg
+    assert simctl.mutations(paths['state_file']) == mutations
+
+
+def test_mig_parted_indices_the_host_lacks_select_nothing(run_module, host):
+    """§4: only existing indices are tested (spec test "valid-format-non-existent-devices"), so `devices: [0, 7]`
+    on a two-GPU host configures GPU 0 and leaves GPU 1 alone, and `devices: []` matches nothing."""
+    host(count=2, mig_mode=1)
+    result = apply(run_module, parted({'devices': [0, 7, -1], 'mig-enabled': True, 'mig-devices': {'7g.80gb': 1}}))
+    assert [gpu['index'] for gpu in result['gpus']] == [0] and layout_of(result) == ['7g.80gb@0']
+    assert apply(run_module, parted({'devices': [], 'mig-enabled': False}))['gpus'] == []
+
+
+@pytest.mark.parametrize('mig_devices, layout', [
+    # §6: 2c then 1c of one GPU-instance profile share the GPU instance made last.
+    ({'2c.3g.40gb': 1, '1c.3g.40gb': 1}, ['3g.40gb [2c+1c]']),
+    # §6: a whole-GI compute instance cannot share, so 3g.40gb: 2 is two GPU instances.
+    ({'3g.40gb': 2}, ['3g.40gb', '3g.40gb']),
+    # §6: compute instances pack into one GPU instance while it has room.
+    ({'1c.3g.40gb': 3}, ['3g.40gb [1c+1c+1c]']),
+    # §6: sorted by compute slices descending: the 3c GI first, then the 1c's share a second one.
+    ({'1c.3g.40gb': 3, '3g.40gb': 1}, ['3g.40gb', '3g.40gb [1c+1c+1c]']),
+    # §6: key order in the file does not matter (a Go map): 1c before 2c in YAML still groups 2c+1c.
+    ({'1c.4g.40gb': 2, '2c.4g.40gb': 1}, ['4g.40gb [2c+1c+1c]']),
+])
+def test_mig_parted_compute_instances_group_as_mig_parted_groups_them(run_module, host, mig_devices, layout):
+    """§6: MigConfig.Flatten sorts (G desc, C desc, attributes desc); SetMigConfig puts a CI into the last GI when
+    the GI profile is the same and it fits, else makes a new GI."""
+    host(mig_mode=1)
+    result = apply(run_module, parted({'devices': 'all', 'mig-enabled': True, 'mig-devices': mig_devices}))
+    # Where each GPU instance sits is the module's placement; which compute instances share one is mig-parted's.
+    assert sorted(re.sub(r'@\d+', '', entry) for entry in layout_of(result)) == layout
+
+
+def test_mig_parted_zero_counts_create_nothing_and_converge(run_module, host):
+    """§7: a count of 0 is valid next to a positive one and Flatten creates nothing for it. mig-parted then never
+    sees the GPU as equal (len(current) != len(desired)) and rebuilds it every run; the module deliberately
+    converges instead (docs/mig.md)."""
+    paths = host(mig_mode=1)
+    args = parted({'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.10gb': 0, '7g.80gb': 1}})
+    assert layout_of(apply(run_module, args)) == ['7g.80gb@0']
+    mutations = simctl.mutations(paths['state_file'])
+    assert apply(run_module, args)['changed'] is False
+    assert simctl.mutations(paths['state_file']) == mutations
+
+
+def test_mig_parted_device_filter_with_a_subsystem_id(run_module, host, tmp_path):
+    """§8: since v0.15.0 a filter may add `:0x<subdevice><subvendor>`; then all four ids must match, read from the
+    GPU's PCI config in sysfs. Without the suffix, device and vendor decide."""
+    host(count=2, mig_mode=1)
+    for index, subsystem in ((0, ('0x1533', '0x10de')), (1, ('0x1463', '0x10de'))):
+        device = tmp_path / 'sys' / 'bus' / 'pci' / 'devices' / ('0000:%02x:00.0' % (0x17 + index))
+        device.mkdir(parents=True)
+        (device / 'subsystem_device').write_text(subsystem[0] + '\n')
+        (device / 'subsystem_vendor').write_text(subsystem[1] + '\n')
+    args = parted({'devices': 'all', 'device-filter': ['0x20B510DE:0x146310DE'], 'mig-enabled': True,
+                   'mig-devices': {'7g.80gb': 1}})
+    result = run_module(mig, dict(args, sysfs_root=str(tmp_path / 'sys'), procfs_root='/proc'))
+    assert [gpu['index'] for gpu in result['gpus']] == [1]
+    args = parted({'devices': 'all', 'device-filter': '0x20b510de', 'mig-enabled': False})
+    result = run_module(mig, dict(args, sysfs_root=str(tmp_path / 'sys'), procfs_root='/proc'))
+    assert [gpu['index'] for gpu in result['gpus']] == [0, 1]
+
+
+def test_mig_parted_yaml_booleans_are_yaml_1_1(run_module, host, tmp_path):
+    """§1: mig-parted decodes YAML 1.1, so bare `on`/`yes` are true (as PyYAML reads them); a quoted "true" is
+    a string and refused."""
+    host(mig_mode=1)
+    config = tmp_path / 'config.yaml'
+    config.write_text('version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: on\n'
+                      '      mig-devices: {"7g.80gb": 1}\n')
+    result = apply(run_module, {'mig_parted_file': str(config), 'mig_parted_name': 'c'})
+    assert layout_of(result) == ['7g.80gb@0']
+
+
+# force: complete or a no-op per GPU --------------------------------------------------------------------------------
+
+def test_force_with_a_busy_instance_leaves_the_gpu_as_it_was(run_module, host):
+    """NVML refuses to destroy a compute instance that runs processes (NVML_ERROR_IN_USE), force or not; the module
+    checks every such instance before its first change on the GPU, so the idle instance is not destroyed either."""
+    paths = host(mig_mode=1)
+    first = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb', '1g.10gb', '1g.10gb']}]})
+    busy = [d for d in first['gpus'][0]['devices'] if d['profile'] == '3g.40gb'][0]
+    simctl.add_process(paths['state_file'], GPU0, 4711, busy['gpu_instance_id'], busy['compute_instance_id'])
+    mutations = simctl.mutations(paths['state_file'])
+    with pytest.raises(ModuleFail) as failed:
+        apply(run_module, {'layouts': [{'gpus': 0, 'layout': 'disabled'}], 'force': True})
+    result = failed.value.result
+    assert simctl.mutations(paths['state_file']) == mutations
+    assert 'PIDs 4711 still run there' in result['msg'] and 'In use by another client' in result['msg']
+    assert 'GPU 0 (%s, NVIDIA A100 80GB PCIe) was not changed' % GPU0 in result['msg']
+    assert result['changed'] is False and result['applied'] == []
+    assert result['failed'] == ['GPU 0 (%s, NVIDIA A100 80GB PCIe): destroy compute instance %d of GPU instance %d: %s'
+                                % (GPU0, busy['compute_instance_id'], busy['gpu_instance_id'],
+                                   result['msg'].split('": ', 1)[1].split('. GPU 0', 1)[0])]
+    assert len(result['not_run']) == 3 * 2 + 1 - 1 and any('disable MIG mode' in op for op in result['not_run'])
+    assert layout_of(apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb', '1g.10gb', '1g.10gb']}]},
+                           check=True)) == layout_of(first)
+    # Once the process is gone, force (or no force) completes the change.
+    simctl.remove_process(paths['state_file'], 4711)
+    assert layout_of(apply(run_module, {'layouts': [{'gpus': 0, 'layout': 'disabled'}], 'force': True})) == 'disabled'
+
+
+def test_force_runs_the_busy_steps_first(run_module, host):
+    """The steps NVML may refuse come before every other step on the GPU, so a refusal changes nothing."""
+    paths = host(mig_mode=1)
+    first = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['1g.10gb', '1g.10gb', '3g.40gb']}]})
+    busy = [d for d in first['gpus'][0]['devices'] if d['profile'] == '3g.40gb'][0]
+    simctl.add_process(paths['state_file'], GPU0, 4711, busy['gpu_instance_id'], busy['compute_instance_id'])
+    plan = apply(run_module, {'layouts': [{'gpus': 0, 'layout': 'disabled'}], 'force': True}, check=True)
+    assert plan['operations'][0].endswith('destroy compute instance %d of GPU instance %d'
+                                          % (busy['compute_instance_id'], busy['gpu_instance_id']))
+    assert plan['operations'][-1].endswith('disable MIG mode')
+
+
+def test_compute_processes_block_a_reset_and_are_reported(run_module, host):
+    """A mode change on a GPU running compute processes waits for a reset the driver refuses while they run: they
+    are reset blockers, so the role reboots instead of resetting."""
+    paths = host(mig_mode=0)
+    apply(run_module, {'layouts': [{'gpus': 0, 'layout': 'disabled'}]})  # the simulator's state starts on first use
+    simctl.add_process(paths['state_file'], GPU0, 4242)
+    msg = refuse(run_module, {'layouts': [{'gpus': 0, 'layout': ['7g.80gb']}]})
+    assert 'enabling MIG mode while PIDs 4242 run' in msg
+    result = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['7g.80gb']}], 'force': True})
+    assert result['reset_required'] is True and result['reboot_required'] is True
+    assert 'compute processes 4242 on GPU 0 (%s, NVIDIA A100 80GB PCIe) (stop them during the reset)' % GPU0 \
+        in result['reset_blockers']
+    assert result['gpus'][0]['compute_pids'] == [4242]
+
+
+# Partial failures tell the truth ---------------------------------------------------------------------------------
+
+def test_a_failed_step_is_reported_as_failed_and_the_rest_as_not_run(run_module, host):
+    paths = host(count=2, mig_mode=1)
+    simctl.inject_fault(paths['state_file'], 'nvmlDeviceCreateGpuInstanceWithPlacement', error=999, skip=1)
+    with pytest.raises(ModuleFail) as failed:
+        apply(run_module, {'layouts': [{'gpus': 'all', 'layout': ['3g.40gb', '2g.20gb']}]})
+    result = failed.value.result
+    name0 = 'GPU 0 (%s, NVIDIA A100 80GB PCIe)' % GPU0
+    assert result['changed'] is True
+    assert [re.sub(r' \(?GPU instance \d+\)?', '', op.split(': ', 1)[1]) for op in result['applied']] == [
+        'create 3g.40gb at memory slice 4', 'create a 3c compute instance in']
+    assert len(result['failed']) == 1 and result['failed'][0].startswith(
+        name0 + ': create 2g.20gb at memory slice 2 with compute instances 2c: ')
+    assert [op.split(': ', 1)[1] for op in result['not_run']] == [
+        'create 3g.40gb at memory slice 4 with compute instances 3c',
+        'create 2g.20gb at memory slice 2 with compute instances 2c']
+    assert all(op.startswith('GPU 1 ') for op in result['not_run'])
+    # The message names each GPU once.
+    assert result['msg'].count(name0) == 2  # where it failed, and before what was applied there
+
+
+def test_a_mode_change_waiting_for_a_reset_does_not_list_the_instances_as_applied(run_module, host):
+    host(mig_mode=0, reset_blocked_by=['nvidia-persistenced'])
+    result = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb', '1g.10gb']}]})
+    assert [op.split(': ', 1)[1] for op in result['applied']] == ['enable MIG mode']
+    assert [op.split(': ', 1)[1] for op in result['not_run']] == [
+        'create 3g.40gb at memory slice 4 with compute instances 3c',
+        'create 1g.10gb at memory slice 3 with compute instances 1c']
+    assert result['failed'] == []
+
+
+def test_check_mode_runs_nothing(run_module, host):
+    host(mig_mode=1)
+    result = apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['7g.80gb']}]}, check=True)
+    assert result['applied'] == [] and result['not_run'] == result['operations'] and result['operations']
+
+
+# Messages name a GPU once; one refusal on eight GPUs is one message ----------------------------------------------
+
+def test_the_same_refusal_on_eight_gpus_is_one_message(run_module, host):
+    paths = host('H100-SXM5-80GB', count=8, base='dgx-h100')
+    msg = refuse(run_module, {'layouts': [{'gpus': 'all', 'layout': ['3g.40gb'] * 3}]})
+    assert msg.count('3g.40gb allows at most 2 per GPU') == 1
+    assert msg.startswith('No GPU was changed, because: GPUs 0, 1, 2, 3, 4, 5, 6, 7 (%s): '
+                          % ', '.join(gpu_uuid(i) for i in range(8)))
+    msg = refuse(run_module, {'layouts': [{'gpus': 'all', 'layout': ['7g.80gb']}], 'allow_mode_change': False})
+    assert msg.count('MIG mode is disabled') == 1 and 'nvidia-smi -i 0,1,2,3,4,5,6,7 -mig 1' in msg
+    assert simctl.mutations(paths['state_file']) == 0
