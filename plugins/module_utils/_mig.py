@@ -465,7 +465,8 @@ class MigRun:
             'gpus': gpus,
             'operations': [op for gpu in gpus for op in gpu['operations']],
             'applied': self.applied,
-            'failed': self.failed,
+            # Not 'failed': Ansible owns that key of a result and would read the list as the task's status.
+            'failed_on': self.failed,
             'not_run': self.not_run,
             'reset_required': reset_required,
             'reset_blockers': blockers,

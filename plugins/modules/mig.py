@@ -228,8 +228,10 @@ applied:
   type: list
   elements: str
   sample: []
-failed:
-  description: The step NVML refused, with its error; empty unless the run failed part-way.
+failed_on:
+  description:
+    - The step NVML refused, with its error; empty unless the run failed part-way.
+    - Named C(failed_on) because Ansible owns a result's C(failed) key.
   returned: always, and on failure part-way
   type: list
   elements: str
@@ -334,7 +336,7 @@ def main():
     try:
         result = run.run(module.check_mode)
     except MigApplyError as exc:
-        module.fail_json(msg=str(exc), changed=bool(run.applied), applied=run.applied, failed=run.failed,
+        module.fail_json(msg=str(exc), changed=bool(run.applied), applied=run.applied, failed_on=run.failed,
                          not_run=run.not_run)
     except GpufleetError as exc:
         module.fail_json(msg=str(exc), changed=False)
