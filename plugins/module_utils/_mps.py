@@ -13,30 +13,68 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
+import math
 import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology, TopologyModelError
 
-_SIZE = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)I?B?\s*$', re.IGNORECASE)
-_UNIT_MB = {'': 1, 'K': 1.0 / 1024, 'M': 1, 'G': 1024, 'T': 1024 * 1024}
+# A size is a number and a unit; a bare number is refused, since nobody can tell bytes from MiB.
+_SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:I?B)?\s*', re.IGNORECASE)
+_NUMBER = re.compile(r'\s*[-+]?\d+(?:\.\d+)?\s*')
+_UNIT_MB = {'K': 1.0 / 1024, 'M': 1, 'G': 1024, 'T': 1024 * 1024}
+SIZE_HINT = 'a memory size like 20G or 512M'
+# Plain POSIX user and group names (what useradd takes): nothing a shell or a unit file would read twice.
+_ACCOUNT = re.compile(r'[A-Za-z_][A-Za-z0-9_.-]{0,31}')
+# A plain absolute path: no empty, "." or ".." parts, no characters a unit file or a shell would interpret.
+_PATH_PART = re.compile(r'[A-Za-z0-9_@:+.-]+')
+
+DAEMON_KEYS = ('device', 'user', 'group', 'default_active_thread_percentage', 'default_pinned_mem_limit',
+               'pipe_directory', 'log_directory', 'clients')
+CLIENT_KEYS = ('name', 'user', 'active_thread_percentage', 'pinned_mem_limit')
+# The keys plan() adds to what it returns; plan() reads its own output.
+_NORMALISED_DAEMON_KEYS = ('gpu_uuid', 'mig_device', 'memory_mb', 'default_pinned_mem_limit_mb')
+_NORMALISED_CLIENT_KEYS = ('pinned_mem_limit_mb',)
 
 
 class MpsPlanError(GpufleetError, ValueError):
     """An MPS plan that cannot work; the message names every problem and its fix."""
 
 
-def size_mb(value, where):
-    """'20G', '512M', '20480' (MiB), 20480 -> MiB. MPS reads M and G as binary units."""
-    if isinstance(value, bool):
-        raise MpsPlanError('%s: %r is not a memory size like 20G or 512M' % (where, value))
-    if isinstance(value, (int, float)):
-        return int(value)
-    match = _SIZE.match(str(value))
+def number(value, where):
+    """An int or float, or a string that is plainly one ('50', '12.5': what -e gives); else MpsPlanError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or (
+            isinstance(value, str) and not _NUMBER.fullmatch(value)):
+        raise MpsPlanError('%s: expected a number, got %r' % (where, value))
+    found = float(value)
+    if math.isnan(found) or math.isinf(found):
+        raise MpsPlanError('%s: expected a number, got %r' % (where, value))
+    return int(found) if found == int(found) else found
+
+
+def size_mb(value, where, capacity_mb=None):
+    """'20G', '512M', '1.5G', '20GiB' -> MiB (MPS reads M and G as binary units). Refused: no unit, negative,
+    less than 1 MiB, and more than ``capacity_mb`` when given."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise MpsPlanError('%s: %r is not %s' % (where, value, SIZE_HINT))
+    if not isinstance(value, str) or _NUMBER.fullmatch(value):
+        if str(value).strip().startswith('-'):
+            raise MpsPlanError('%s: %r is negative; give %s' % (where, value, SIZE_HINT))
+        raise MpsPlanError('%s: %r has no unit; give %s' % (where, value, SIZE_HINT))
+    match = _SIZE.fullmatch(value)
     if not match:
-        raise MpsPlanError('%s: %r is not a memory size like 20G or 512M' % (where, value))
-    return int(float(match.group(1)) * _UNIT_MB[match.group(2).upper()])
+        if value.strip().startswith('-'):
+            raise MpsPlanError('%s: %r is negative; give %s' % (where, value, SIZE_HINT))
+        raise MpsPlanError('%s: %r is not %s' % (where, value, SIZE_HINT))
+    mb = int(float(match.group(1)) * _UNIT_MB[match.group(2).upper()])
+    if mb < 1:
+        raise MpsPlanError('%s: %r rounds down to 0 MiB (MPS limits are whole MiB); give at least 1M, as %s'
+                           % (where, value, SIZE_HINT))
+    if capacity_mb is not None and mb > capacity_mb:
+        raise MpsPlanError('%s: %r (%d MiB) is more than the device has (%d MiB)' % (where, value, mb, capacity_mb))
+    return mb
 
 
 def mps_size(mb):
@@ -44,32 +82,69 @@ def mps_size(mb):
     return '%dG' % (mb // 1024) if mb % 1024 == 0 else '%dM' % mb
 
 
+def percentage(value, where):
+    """An active thread percentage, 1..100 (a number or a string that is plainly one); else MpsPlanError."""
+    found = number(value, where)
+    if not 1 <= found <= 100:
+        raise MpsPlanError('%s: an active thread percentage must lie in 1..100, got %r (it limits SMs, not memory)'
+                           % (where, value))
+    return found
+
+
+def check_account(value, where):
+    """A plain POSIX user or group name; else MpsPlanError."""
+    if not isinstance(value, str) or not _ACCOUNT.fullmatch(value):
+        raise MpsPlanError('%s: %r is not a plain user or group name (letters, digits, _ . -, at most 32, not '
+                           'starting with - or a digit)' % (where, value))
+    return value
+
+
+def check_directory(value, where):
+    """A plain absolute directory: no empty, '.' or '..' parts; else MpsPlanError."""
+    parts = value.split('/') if isinstance(value, str) else None
+    if not parts or parts[0] != '' or len(parts) < 2 or not all(
+            _PATH_PART.fullmatch(part) and part not in ('.', '..') for part in parts[1:]):
+        raise MpsPlanError('%s: %r is not a plain absolute directory (like /run/gpufleet-mps: no "..", ".", "//", '
+                           'trailing "/" or special characters)' % (where, value))
+    return value
+
+
 def _percentage(value, where, problems):
     if value is None:
         return None
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = -1
-    if not 1 <= number <= 100:
-        problems.append('%s: an active thread percentage must lie in 1..100, got %r (it limits SMs, not memory)'
-                        % (where, value))
+        return percentage(value, where)
+    except MpsPlanError as exc:
+        problems.append(str(exc))
         return None
-    return int(number) if number == int(number) else number
 
 
-def _given(item, key):
-    """A setting in mps_daemons form (key), or in plan()'s normalised form (key_mb): plan() reads its own output."""
+def _unknown_keys(item, known, where, problems):
+    """A misspelt key (default_pinned_mem_limits) would be ignored silently: refuse it with the likely one."""
+    for key in sorted(set(item) - set(known), key=str):
+        near = difflib.get_close_matches(str(key), [k for k in known if not k.endswith('_mb')], 1)
+        problems.append('%s: unknown key %s%s (known: %s)' % (
+            where, key, '; did you mean %s?' % near[0] if near else '',
+            ', '.join(k for k in known if not k.endswith('_mb') and k not in _NORMALISED_DAEMON_KEYS)))
+
+
+def _limit_mb(item, key, unset, where, problems, capacity_mb, from_plan=False):
+    """A memory limit in MiB (key as given, or key_mb as plan() returns it), `unset` when not given; a bad one is
+    recorded as a problem. ``from_plan``: a bare integer under ``key`` is MiB, as plan()'s own output holds it."""
     value = item.get(key)
-    return item.get(key + '_mb') if value is None else value
-
-
-def _limit_mb(value, unset, where, problems):
-    """A memory limit in MiB, `unset` when not given; a bad size is recorded as a problem."""
     if value in (None, ''):
-        return unset
+        value = item.get(key + '_mb')
+        if value in (None, '', 0):
+            return unset
+        from_plan = True
+    if from_plan and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if capacity_mb is not None and value > capacity_mb:
+            problems.append('%s: %s (%d MiB) is more than the device has (%d MiB)' % (
+                where, mps_size(value), value, capacity_mb))
+            return None
+        return value
     try:
-        return size_mb(value, where)
+        return size_mb(value, '%s: %s' % (where, key), capacity_mb)
     except MpsPlanError as exc:
         problems.append(str(exc))
         return None
@@ -78,10 +153,11 @@ def _limit_mb(value, unset, where, problems):
 def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gpufleet-mps', time_slicing=()):
     """Validate MPS daemons against the host and return them normalised; raise MpsPlanError listing every problem.
 
-    Each daemon: {'device': GPU-/MIG- UUID, 'user', 'default_active_thread_percentage',
+    Each daemon: {'device': GPU-/MIG- UUID, 'user', 'group', 'default_active_thread_percentage',
     'default_pinned_mem_limit', 'pipe_directory', 'log_directory', 'clients': [{'name', 'user',
     'active_thread_percentage', 'pinned_mem_limit'}]}, or a daemon this function returned (its limits in
     ``*_mb`` keys): plan(plan(x)) == plan(x), so callers hold daemons in the normalised form only.
+    A client can only lower its daemon's defaults (MPS obeys the lower of the two), so a higher value is refused.
     ``topology`` is the gpufleet_topology fact or a Topology over it.
     """
     try:
@@ -89,14 +165,28 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
     except (CpuListError, TopologyModelError) as exc:
         raise MpsPlanError('The MPS plan cannot work: %s' % exc)
     problems = []
+    for name, root in (('pipe_root', pipe_root), ('log_root', log_root)):
+        try:
+            check_directory(root, name)
+        except MpsPlanError as exc:
+            problems.append(str(exc))
+    if daemons is None:
+        daemons = []
+    if not isinstance(daemons, list):
+        raise MpsPlanError('The MPS plan cannot work: daemons must be a list of daemons (dicts), got %r' % (daemons,))
     normalised = []
     seen_devices = {}
     seen_pipes = {}
     sliced = set(time_slicing or ())
-    for position, daemon in enumerate(daemons or [], 1):
-        where = 'MPS daemon %d (%s)' % (position, daemon.get('device'))
+    for position, daemon in enumerate(daemons, 1):
+        if not isinstance(daemon, dict):
+            problems.append('MPS daemon %d: expected a dict with device, user and clients, got %r' % (position, daemon))
+            continue
         device = daemon.get('device')
-        info = devices.get(device)
+        where = 'MPS daemon %d (%s)' % (position, device)
+        from_plan = 'memory_mb' in daemon  # plan()'s own output: its clients' integer limits are MiB
+        _unknown_keys(daemon, DAEMON_KEYS + _NORMALISED_DAEMON_KEYS, where, problems)
+        info = devices.get(device) if isinstance(device, str) else None
         if info is None:
             problems.append('%s: no GPU or MIG device with that UUID on this host; name it by its GPU-... or MIG-... '
                             'UUID from gpufleet_topology' % where)
@@ -113,6 +203,12 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
             problems.append('%s: this GPU is also configured for time-slicing; use MPS or time-slicing on a GPU, '
                             'never both' % where)
         pipe = daemon.get('pipe_directory') or '%s/%s' % (pipe_root, device)
+        log_dir = daemon.get('log_directory') or '%s/%s' % (log_root, device)
+        for key, directory in (('pipe_directory', pipe), ('log_directory', log_dir)):
+            try:
+                check_directory(directory, '%s: %s' % (where, key))
+            except MpsPlanError as exc:
+                problems.append(str(exc))
         if pipe in seen_pipes:
             problems.append('%s: pipe directory %s is already used by daemon %d; each daemon needs its own'
                             % (where, pipe, seen_pipes[pipe]))
@@ -120,22 +216,49 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
         user = daemon.get('user')
         if not user:
             problems.append('%s: set user, the account its server and clients run as' % where)
-        default_pct = _percentage(daemon.get('default_active_thread_percentage'), where, problems)
-        default_mb = _limit_mb(_given(daemon, 'default_pinned_mem_limit'), None, where, problems)
+        else:
+            try:
+                check_account(user, '%s: user' % where)
+            except MpsPlanError as exc:
+                problems.append(str(exc))
+                user = None
+        if daemon.get('group') not in (None, ''):
+            try:
+                check_account(daemon['group'], '%s: group' % where)
+            except MpsPlanError as exc:
+                problems.append(str(exc))
+        capacity = info['memory_mb']
+        default_pct = _percentage(daemon.get('default_active_thread_percentage'),
+                                  '%s: default_active_thread_percentage' % where, problems)
+        default_mb = _limit_mb(daemon, 'default_pinned_mem_limit', None, where, problems, capacity)
         clients = []
         promised = 0
-        for client in daemon.get('clients') or []:
+        given_clients = daemon.get('clients') or []
+        if not isinstance(given_clients, list):
+            problems.append('%s: clients must be a list of clients (dicts with name), got %r' % (where, given_clients))
+            given_clients = []
+        for client in given_clients:
+            if not isinstance(client, dict):
+                problems.append('%s: a client must be a dict with name, got %r' % (where, client))
+                continue
             spot = '%s, client %s' % (where, client.get('name'))
+            _unknown_keys(client, CLIENT_KEYS + _NORMALISED_CLIENT_KEYS, spot, problems)
             if client.get('user') and user and client['user'] != user:
                 problems.append('%s: runs as %s, but an MPS server serves one user id at a time and this daemon '
                                 'serves %s; give the client the daemon\'s user or its own daemon'
                                 % (spot, client['user'], user))
-            pct = _percentage(client.get('active_thread_percentage'), spot, problems)
-            limit_mb = _limit_mb(_given(client, 'pinned_mem_limit'), default_mb, spot, problems)
+            pct = _percentage(client.get('active_thread_percentage'), '%s: active_thread_percentage' % spot, problems)
+            if pct is not None and default_pct is not None and pct > default_pct:
+                problems.append('%s: active_thread_percentage %s is above the daemon\'s default %s; a client can only '
+                                'lower its daemon\'s limit (MPS would use %s)' % (spot, pct, default_pct, default_pct))
+            limit_mb = _limit_mb(client, 'pinned_mem_limit', default_mb, spot, problems, capacity, from_plan)
+            if limit_mb is not None and default_mb is not None and limit_mb > default_mb:
+                problems.append('%s: pinned_mem_limit %s is above the daemon\'s default_pinned_mem_limit %s; a client '
+                                'can only lower its daemon\'s limit (MPS would use %s)' % (
+                                    spot, mps_size(limit_mb), mps_size(default_mb), mps_size(default_mb)))
             promised += limit_mb or 0
             clients.append({'name': client.get('name'), 'active_thread_percentage': pct or default_pct,
                             'pinned_mem_limit_mb': limit_mb})
-        capacity = info['memory_mb']
         if capacity is not None and promised > capacity:
             problems.append('%s: its clients are promised %d MiB of pinned device memory (%s) but the device has %d '
                             'MiB; lower the limits or move a client' % (
@@ -147,7 +270,7 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
             'mig_device': info['mig'],
             'user': user,
             'pipe_directory': pipe,
-            'log_directory': daemon.get('log_directory') or '%s/%s' % (log_root, device),
+            'log_directory': log_dir,
             'default_active_thread_percentage': default_pct,
             'default_pinned_mem_limit_mb': default_mb,
             'memory_mb': capacity,
@@ -159,19 +282,25 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
 
 
 def client_environment(daemon, client_name):
-    """The environment a service sharing a device through MPS runs with (the contract with the services role)."""
+    """The environment a service sharing a device through MPS runs with (the contract with the services role).
+
+    ``daemon`` is one daemon as plan() returns it."""
     for client in daemon['clients']:
-        if client['name'] == client_name:
+        if isinstance(client, dict) and client.get('name') == client_name:
             break
     else:
         raise MpsPlanError('MPS daemon for %s has no client %s (clients: %s)' % (
-            daemon['device'], client_name, ', '.join(c['name'] for c in daemon['clients']) or 'none'))
+            daemon['device'], client_name,
+            ', '.join(str(c.get('name')) for c in daemon['clients'] if isinstance(c, dict)) or 'none'))
+    if 'pinned_mem_limit_mb' not in client:
+        raise MpsPlanError('MPS daemon for %s: client %s is not in the form mps_plan returns; pass the daemons through '
+                           'gpufleet.core.mps_plan first' % (daemon['device'], client_name))
     env = {
         'CUDA_MPS_PIPE_DIRECTORY': daemon['pipe_directory'],
         # The server remaps CUDA_VISIBLE_DEVICES, so name the device by UUID: it is device 0 to the client.
         'CUDA_VISIBLE_DEVICES': daemon['device'],
     }
-    if client['active_thread_percentage'] is not None:
+    if client.get('active_thread_percentage') is not None:
         env['CUDA_MPS_ACTIVE_THREAD_PERCENTAGE'] = str(client['active_thread_percentage'])
     if client['pinned_mem_limit_mb']:
         env['CUDA_MPS_PINNED_DEVICE_MEM_LIMIT'] = '0=%s' % mps_size(client['pinned_mem_limit_mb'])

@@ -13,13 +13,27 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, mps_size, size_mb
+import re
+
+from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, mps_size, percentage, size_mb
 
 NO_DAEMON = 'Cannot find MPS control daemon process'
+# How the daemon names a device: its ordinal after CUDA_VISIBLE_DEVICES, or a GPU-/MIG- UUID.
+_DEVICE = re.compile(r'\d+|(?:GPU|MIG)-[0-9A-Fa-f-]+')
+# A set_* command succeeds silently or echoes the value it set; any other answer is the daemon's refusal.
+_ECHO = re.compile(r'\d+(?:\.\d+)?')
 
 
 class MpsControlError(GpufleetError):
-    """The daemon is absent or refused a command; the message says what to do."""
+    """The daemon is absent or refused a command; the message says what to do.
+
+    ``applied``, ``failed`` and ``not_run`` are the commands sent, the one refused and those not tried."""
+
+    def __init__(self, message, applied=(), failed=(), not_run=()):
+        super(MpsControlError, self).__init__(message)
+        self.applied = list(applied)
+        self.failed = list(failed)
+        self.not_run = list(not_run)
 
 
 class MpsControl:
@@ -60,10 +74,14 @@ def read_state(control, devices):
     """Servers with their clients, and the default settings for the given devices."""
     servers = [{'pid': pid, 'clients': _pids(control.send('get_client_list %d' % pid))}
                for pid in _pids(control.send('get_server_list'))]
-    percentage = control.send('get_default_active_thread_percentage')
+    shown = control.send('get_default_active_thread_percentage')
+    if shown and not _ECHO.fullmatch(shown):
+        raise MpsControlError('the MPS control daemon on %s answered "get_default_active_thread_percentage" with: %s'
+                              % (control.pipe_directory, shown))
+    # An answer that is not a size (the text for "no limit" is not documented) reads as no limit.
     limits = dict((device, control.send('get_default_device_pinned_mem_limit %s' % device) or None)
                   for device in devices)
-    return {'servers': servers, 'default_active_thread_percentage': float(percentage) if percentage else None,
+    return {'servers': servers, 'default_active_thread_percentage': float(shown) if shown else None,
             'default_pinned_mem_limits': limits}
 
 
@@ -78,30 +96,80 @@ def same_limit(readback, wanted_mb):
     return shown == wanted_mb or (readback.upper().endswith('G') and shown == wanted_mb // 1024 * 1024)
 
 
-def validate(percentage, limits):
-    """Check the requested settings before talking to anything; returns limits in MiB."""
-    if percentage is not None and not 1 <= percentage <= 100:
-        raise MpsControlError('default_active_thread_percentage must lie in 1..100, got %s; it limits the SMs a '
-                              'client may use, not its memory (use default_pinned_mem_limits for memory)'
-                              % percentage)
-    try:
-        return dict((str(device), size_mb(value, 'default_pinned_mem_limits[%s]' % device))
-                    for device, value in (limits or {}).items())
-    except MpsPlanError as exc:
-        raise MpsControlError(str(exc))
+def validate(wanted_percentage, limits):
+    """Check the requested settings before talking to anything; returns (percentage or None, limits in MiB).
+
+    ``limits`` is one size (for device 0, as the daemon sees it) or a mapping of device to size."""
+    if wanted_percentage is not None:
+        try:
+            wanted_percentage = float(percentage(wanted_percentage, 'default_active_thread_percentage'))
+        except MpsPlanError as exc:
+            if 'expected a number' in str(exc):
+                raise MpsControlError(str(exc))
+            raise MpsControlError('default_active_thread_percentage must lie in 1..100, got %s; it limits the SMs a '
+                                  'client may use, not its memory (use default_pinned_mem_limit for memory)'
+                                  % float(wanted_percentage))
+    if limits in (None, ''):
+        limits = {}
+    elif not isinstance(limits, dict):
+        limits = {'0': limits}
+    bad_devices = sorted(str(device) for device in limits if not _DEVICE.fullmatch(str(device)))
+    if bad_devices:
+        raise MpsControlError('default_pinned_mem_limit: %s %s not a device as the daemon names it (an ordinal such '
+                              'as "0", or a GPU-/MIG- UUID)'
+                              % (', '.join(map(repr, bad_devices)), 'is' if len(bad_devices) == 1 else 'are'))
+    limits_mb = {}
+    problems = []
+    for device, value in sorted(limits.items(), key=lambda item: str(item[0])):
+        try:
+            limits_mb[str(device)] = size_mb(value, 'default_pinned_mem_limit[%s]' % device)
+        except MpsPlanError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise MpsControlError(' | '.join(problems))
+    return wanted_percentage, limits_mb
 
 
-def converge(control, percentage, limits_mb, check_mode):
-    """Bring the defaults to the wanted values; returns (commands sent or planned, state before, state after)."""
+def _refusal(answer):
+    """The daemon's answer when it refused a set_* command, else None."""
+    answer = answer.strip()
+    return answer if answer and not _ECHO.fullmatch(answer) else None
+
+
+def converge(control, wanted_percentage, limits_mb, check_mode):
+    """Bring the defaults to the wanted values; returns (commands sent or planned, state before, state after).
+
+    Stops at the first command the daemon refuses, or a value that does not read back, with an MpsControlError
+    that separates the commands applied, the one that failed and those not run."""
     before = read_state(control, sorted(limits_mb))
     commands = []
-    if percentage is not None and before['default_active_thread_percentage'] != float(percentage):
-        commands.append('set_default_active_thread_percentage %s' % ('%g' % percentage))
+    if wanted_percentage is not None and before['default_active_thread_percentage'] != float(wanted_percentage):
+        commands.append('set_default_active_thread_percentage %s' % ('%g' % wanted_percentage))
     for device, wanted in sorted(limits_mb.items()):
         if not same_limit(before['default_pinned_mem_limits'].get(device), wanted):
             commands.append('set_default_device_pinned_mem_limit %s %s' % (device, mps_size(wanted)))
     if check_mode or not commands:
         return commands, before, before
-    for command in commands:
-        control.send(command)
-    return commands, before, read_state(control, sorted(limits_mb))
+    applied = []
+    for position, command in enumerate(commands):
+        refused = _refusal(control.send(command))
+        if refused:
+            raise MpsControlError('the MPS control daemon on %s refused "%s": %s%s' % (
+                control.pipe_directory, command, refused,
+                '; already applied: %s' % ', '.join(applied) if applied else ''),
+                applied, [command], commands[position + 1:])
+        applied.append(command)
+    after = read_state(control, sorted(limits_mb))
+    # A daemon that answers nothing yet keeps its old value would otherwise be "changed" on every run.
+    unset = []
+    if wanted_percentage is not None and after['default_active_thread_percentage'] != float(wanted_percentage):
+        unset.append('default_active_thread_percentage reads back %s, not %g'
+                     % (after['default_active_thread_percentage'], wanted_percentage))
+    for device, wanted in sorted(limits_mb.items()):
+        if not same_limit(after['default_pinned_mem_limits'].get(device), wanted):
+            unset.append('the pinned memory limit of device %s reads back %r, not %s'
+                         % (device, after['default_pinned_mem_limits'].get(device) or '', mps_size(wanted)))
+    if unset:
+        raise MpsControlError('the MPS control daemon on %s accepted %s but %s' % (
+            control.pipe_directory, ', '.join(applied), '; '.join(unset)), applied)
+    return commands, before, after

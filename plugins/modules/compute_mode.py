@@ -18,6 +18,9 @@ description:
   - V(exclusive_process) is what NVIDIA recommends for a GPU shared through an MPS control daemon;
     V(default) gives the GPU back to every process.
   - The compute mode does not survive a reboot; the M(gpufleet.core.mps) role sets it again when its daemon starts.
+  - Every GPU is checked before any is changed. If NVML fails part-way, the module fails with C(changed=true),
+    names the GPU that failed and those already changed, and returns them in RV(applied), RV(failed_on) and
+    RV(not_run).
 author:
   - gpufleet.core developers (@gpufleet)
 extends_documentation_fragment:
@@ -54,6 +57,24 @@ modes:
   returned: always
   type: dict
   sample: {"GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60": {"before": "default", "after": "exclusive_process"}}
+applied:
+  description: The GPUs whose compute mode this run changed (none in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: ["GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60"]
+failed_on:
+  description: The GPU whose change NVML refused, when it refused one (the run then fails).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+not_run:
+  description: The GPUs still to change that were not tried, after a failure or in check mode.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -76,9 +97,14 @@ def main():
     try:
         changed, changes = ensure(pynvml, module.params['gpus'], module.params['mode'], module.check_mode)
     except ComputeModeError as exc:
-        module.fail_json(msg=str(exc))
+        # failed_on, not failed: Ansible owns a result's failed key and overwrites it.
+        module.fail_json(msg=str(exc), changed=bool(exc.applied), applied=exc.applied, failed_on=exc.failed,
+                         not_run=exc.not_run)
+    to_change = [uuid for uuid, (before, after) in changes.items() if before != after]
     result = {'changed': changed,
-              'modes': dict((uuid, {'before': before, 'after': after}) for uuid, (before, after) in changes.items())}
+              'modes': dict((uuid, {'before': before, 'after': after}) for uuid, (before, after) in changes.items()),
+              'applied': [] if module.check_mode else to_change, 'failed_on': [],
+              'not_run': to_change if module.check_mode else []}
     if module._diff:
         result['diff'] = make_diff(mapping_lines(dict((uuid, before) for uuid, (before, _after) in changes.items())),
                                    mapping_lines(dict((uuid, after) for uuid, (_before, after) in changes.items())))

@@ -44,14 +44,21 @@ options:
     choices: [present, absent]
     default: present
   default_active_thread_percentage:
-    description: Share of the device's SMs each client may use by default, 1 to 100.
-    type: float
-  default_pinned_mem_limits:
     description:
-      - "Default pinned device memory limit per device, such as C({\"0\": \"20G\"}). Devices are named as the
-        daemon sees them, by ordinal after its C(CUDA_VISIBLE_DEVICES), or by UUID."
-      - Sizes are an integer followed by C(G) or C(M).
-    type: dict
+      - Share of the device's SMs each client may use by default, 1 to 100.
+      - A number, or a string that is plainly one (V("50") from C(-e)); anything else is refused.
+    type: raw
+  default_pinned_mem_limit:
+    description:
+      - "Default pinned device memory limit: one size for device 0 as the daemon sees it, such as V(20G), or one
+        per device, such as C({\"0\": \"20G\"}). Devices are named as the daemon sees them, by ordinal after its
+        C(CUDA_VISIBLE_DEVICES), or by C(GPU-)/C(MIG-) UUID."
+      - Sizes need a unit (C(M), C(G); C(1.5G) is 1536 MiB); a bare number, a negative size or one under 1 MiB is
+        refused.
+      - The same name as the M(gpufleet.core.mps) role's and the P(gpufleet.core.mps_plan#filter) filter's option.
+        The old name O(default_pinned_mem_limits) still works and is deprecated.
+    aliases: [default_pinned_mem_limits]
+    type: raw
   control_command:
     description: The C(nvidia-cuda-mps-control) program.
     type: path
@@ -67,8 +74,7 @@ EXAMPLES = r'''
   gpufleet.core.mps:
     pipe_directory: /run/gpufleet-mps/GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60
     default_active_thread_percentage: 40
-    default_pinned_mem_limits:
-      "0": 20G
+    default_pinned_mem_limit: 20G
 
 - name: Shut a daemon down
   gpufleet.core.mps:
@@ -109,6 +115,24 @@ restart_required:
   returned: always
   type: bool
   sample: false
+applied:
+  description: The commands the daemon accepted in this run (none in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: ["set_default_active_thread_percentage 40"]
+failed_on:
+  description: The command the daemon refused, when it refused one (the run then fails with its answer).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+not_run:
+  description: The commands not sent, after a refusal or in check mode.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -127,8 +151,11 @@ def main():
         argument_spec={
             'pipe_directory': {'type': 'path', 'required': True},
             'state': {'type': 'str', 'choices': ['present', 'absent'], 'default': 'present'},
-            'default_active_thread_percentage': {'type': 'float'},
-            'default_pinned_mem_limits': {'type': 'dict'},
+            'default_active_thread_percentage': {'type': 'raw'},
+            'default_pinned_mem_limit': {
+                'type': 'raw', 'aliases': ['default_pinned_mem_limits'],
+                'deprecated_aliases': [{'name': 'default_pinned_mem_limits', 'version': '2.0.0',
+                                        'collection_name': 'gpufleet.core'}]},
             'control_command': {'type': 'path', 'default': 'nvidia-cuda-mps-control'},
         },
         supports_check_mode=True,
@@ -136,19 +163,25 @@ def main():
     params = module.params
     control = MpsControl(module.run_command, params['control_command'], params['pipe_directory'])
     try:
-        limits_mb = validate(params['default_active_thread_percentage'], params['default_pinned_mem_limits'])
+        percentage, limits_mb = validate(params['default_active_thread_percentage'],
+                                         params['default_pinned_mem_limit'])
         if params['state'] == 'absent':
             running = control.running()
+            quit_commands = ['quit'] if running else []
             if running and not module.check_mode:
                 control.send('quit')
-            module.exit_json(changed=running, running=running and module.check_mode,
-                             commands=['quit'] if running else [], restart_required=False)
-        commands, before, after = converge(control, params['default_active_thread_percentage'], limits_mb,
-                                           module.check_mode)
+            module.exit_json(changed=running, running=running and module.check_mode, commands=quit_commands,
+                             restart_required=False, applied=[] if module.check_mode else quit_commands, failed_on=[],
+                             not_run=quit_commands if module.check_mode else [])
+        commands, before, after = converge(control, percentage, limits_mb, module.check_mode)
     except MpsControlError as exc:
-        module.fail_json(msg=str(exc))
+        # failed_on, not failed: Ansible owns a result's failed key and overwrites it.
+        module.fail_json(msg=str(exc), changed=bool(exc.applied), applied=exc.applied, failed_on=exc.failed,
+                         not_run=exc.not_run, commands=exc.applied + exc.failed + exc.not_run)
     result = dict(after, changed=bool(commands), running=True, commands=commands,
-                  restart_required=bool(commands) and bool(before['servers']))
+                  restart_required=bool(commands) and bool(before['servers']),
+                  applied=[] if module.check_mode else commands, failed_on=[],
+                  not_run=commands if module.check_mode else [])
     if module._diff:
         result['diff'] = make_diff(_settings(before),
                                    _settings(after if not module.check_mode else dict(before, planned=commands)))

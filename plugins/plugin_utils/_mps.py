@@ -28,11 +28,18 @@ def mps_plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/lo
 
 
 def mps_client_env(daemons, device, client):
-    for daemon in daemons or []:
-        if daemon['device'] == device:
+    if not isinstance(daemons, list) or not all(
+            isinstance(d, dict) and isinstance(d.get('clients'), list) and 'pipe_directory' in d for d in daemons):
+        raise AnsibleFilterError('gpufleet.core.mps_client_env: the input must be the list gpufleet.core.mps_plan '
+                                 'returns, got %r' % (daemons,))
+    if not isinstance(device, str) or not isinstance(client, str):
+        raise AnsibleFilterError('gpufleet.core.mps_client_env: device and client are strings (a GPU-/MIG- UUID and '
+                                 'a client name), got %r and %r' % (device, client))
+    for daemon in daemons:
+        if daemon.get('device') == device:
             try:
                 return client_environment(daemon, client)
             except MpsPlanError as exc:
                 raise AnsibleFilterError('gpufleet.core.mps_client_env: %s' % exc)
     raise AnsibleFilterError('gpufleet.core.mps_client_env: no MPS daemon serves %s (daemons: %s)' % (
-        device, ', '.join(d['device'] for d in daemons or []) or 'none'))
+        device, ', '.join(str(d.get('device')) for d in daemons) or 'none'))

@@ -63,6 +63,22 @@ def test_mig_apply_reports_a_mode_change_that_waits_for_a_reset(tmp_path, monkey
     assert err.split('waits for a GPU reset: ', 1)[1].strip()
 
 
+def test_mig_apply_does_not_print_waiting_instances_as_done(tmp_path, monkeypatch, layout_file, capsys):
+    # Issue 12: only the steps that ran are printed as done; the instances wait for the reset and are named so.
+    with open(os.path.join(HOSTS_DIR, 'reference-a100.json')) as handle:
+        description = json.load(handle)
+    description['gpus'] = [dict(description['gpus'][0], mig_mode=0, reset_blocked_by=['nvidia-persistenced'])]
+    (tmp_path / 'host.json').write_text(json.dumps(description))
+    monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', str(tmp_path / 'host.json'))
+    monkeypatch.setenv('GPUFLEET_NVML_SIM_STATE', str(tmp_path / 'state.json'))
+    assert _helper_mig_apply.main(['mig-apply', layout_file(LAYOUT)]) == 1
+    captured = capsys.readouterr()
+    done = captured.out.splitlines()[:-1]
+    assert len(done) == 1 and done[0].endswith(': enable MIG mode')
+    waiting = [line for line in captured.err.splitlines() if 'not run until after the reset: ' in line]
+    assert len(waiting) == 3 and all('create ' in line for line in waiting)
+
+
 def test_mig_apply_usage(capsys):
     assert _helper_mig_apply.main(['mig-apply']) == 2
     assert capsys.readouterr().err == 'usage: gpufleet-helpers mig-apply LAYOUT.json\n'

@@ -28,13 +28,13 @@ TOPOLOGY = topology(
     mig_profiles=A100_PROFILES)
 
 
-@pytest.mark.parametrize('text, mb', [('20G', 20480), ('512M', 512), ('1.5G', 1536), ('2048', 2048), (4096, 4096),
-                                      ('20GiB', 20480), ('1T', 1048576)])
+@pytest.mark.parametrize('text, mb', [('20G', 20480), ('512M', 512), ('1.5G', 1536), ('20GiB', 20480), ('1T', 1048576),
+                                      (' 2g ', 2048), ('1024K', 1)])
 def test_sizes(text, mb):
     assert size_mb(text, 'x') == mb
 
 
-@pytest.mark.parametrize('text', ['twenty', '-1G', '20X', True, ''])
+@pytest.mark.parametrize('text', ['twenty', '-1G', '20X', True, '', '2048', 4096, '20B', '0G', '512K', None])
 def test_bad_sizes(text):
     with pytest.raises(MpsPlanError) as caught:
         size_mb(text, 'client llm')
@@ -48,7 +48,7 @@ def test_mps_size_prefers_whole_gigabytes():
 def test_a_good_plan_and_its_client_contract():
     daemons = plan(TOPOLOGY, [
         {'device': GPU0, 'user': 'infer', 'default_active_thread_percentage': 50,
-         'clients': [{'name': 'llm', 'active_thread_percentage': 60, 'pinned_mem_limit': '40G'},
+         'clients': [{'name': 'llm', 'active_thread_percentage': 40, 'pinned_mem_limit': '40G'},
                      {'name': 'sd', 'pinned_mem_limit': '20G'}]},
         {'device': MIG_A, 'user': 'infer', 'default_pinned_mem_limit': '10G',
          'clients': [{'name': 'a'}, {'name': 'b'}]},
@@ -59,7 +59,7 @@ def test_a_good_plan_and_its_client_contract():
     assert client_environment(daemons[0], 'llm') == {
         'CUDA_MPS_PIPE_DIRECTORY': '/run/gpufleet-mps/' + GPU0,
         'CUDA_VISIBLE_DEVICES': GPU0,
-        'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE': '60',
+        'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE': '40',
         'CUDA_MPS_PINNED_DEVICE_MEM_LIMIT': '0=40G',
     }
     # A client without its own values inherits the daemon's defaults.
@@ -108,10 +108,62 @@ def test_every_problem_is_reported_at_once():
 
 def test_plan_reads_its_own_output_so_daemons_need_one_form():
     daemons = [{'device': GPU0, 'user': 'infer', 'default_active_thread_percentage': 50,
-                'default_pinned_mem_limit': '4G', 'clients': [{'name': 'llm', 'pinned_mem_limit': '40G'},
-                                                              {'name': 'sd'}]},
+                'default_pinned_mem_limit': '40G', 'clients': [{'name': 'llm', 'pinned_mem_limit': '4G'},
+                                                               {'name': 'sd'}]},
                {'device': MIG_A, 'user': 'infer', 'pipe_directory': '/srv/mps/a', 'clients': [{'name': 'a'}]}]
     once = plan(TOPOLOGY, daemons)
     assert plan(TOPOLOGY, once) == once
-    assert once[0]['clients'] == [{'name': 'llm', 'active_thread_percentage': 50, 'pinned_mem_limit_mb': 40960},
-                                  {'name': 'sd', 'active_thread_percentage': 50, 'pinned_mem_limit_mb': 4096}]
+    assert once[0]['clients'] == [{'name': 'llm', 'active_thread_percentage': 50, 'pinned_mem_limit_mb': 4096},
+                                  {'name': 'sd', 'active_thread_percentage': 50, 'pinned_mem_limit_mb': 40960}]
+
+
+@pytest.mark.parametrize('text, words', [
+    ('2048', 'has no unit'), (4096, 'has no unit'), ('-1G', 'is negative'), ('512K', 'rounds down to 0 MiB'),
+    ('0M', 'rounds down to 0 MiB'), ('20B', 'is not a memory size'),
+])
+def test_each_bad_size_says_what_is_wrong(text, words):
+    with pytest.raises(MpsPlanError) as caught:
+        size_mb(text, 'x')
+    assert words in str(caught.value)
+
+
+@pytest.mark.parametrize('daemons, words', [
+    ([{'device': GPU0, 'user': 'u', 'default_active_thread_percentage': 40,
+       'clients': [{'name': 'llm', 'active_thread_percentage': 60}]}],
+     "client llm: active_thread_percentage 60 is above the daemon's default 40; a client can only lower"),
+    ([{'device': GPU0, 'user': 'u', 'default_pinned_mem_limit': '20G',
+       'clients': [{'name': 'llm', 'pinned_mem_limit': '40G'}]}],
+     "client llm: pinned_mem_limit 40G is above the daemon's default_pinned_mem_limit 20G"),
+    ([{'device': MIG_B, 'user': 'u', 'default_pinned_mem_limit': '10G'}],
+     "default_pinned_mem_limit: '10G' (10240 MiB) is more than the device has (9728 MiB)"),
+    ([{'device': GPU0, 'user': 'u', 'default_pinned_mem_limits': '20G'}],
+     'unknown key default_pinned_mem_limits; did you mean default_pinned_mem_limit?'),
+    ([{'device': GPU0, 'user': 'u', 'clients': [{'name': 'a', 'pinned_mem_limits': '2G'}]}],
+     'client a: unknown key pinned_mem_limits; did you mean pinned_mem_limit?'),
+    ([{'device': GPU0, 'user': 'a;rm -rf /'}], "user: 'a;rm -rf /' is not a plain user or group name"),
+    ([{'device': GPU0, 'user': 'infer\n'}], "user: 'infer\\n' is not a plain user or group name"),
+    ([{'device': GPU0, 'user': 'u', 'pipe_directory': '/run/../etc'}], "pipe_directory: '/run/../etc' is not a plain"),
+    ([{'device': GPU0, 'user': 'u', 'default_active_thread_percentage': 'fifty'}],
+     "default_active_thread_percentage: expected a number, got 'fifty'"),
+    ([{'device': GPU0, 'user': 'u', 'default_active_thread_percentage': True}], 'expected a number, got True'),
+    (['GPU0'], "MPS daemon 1: expected a dict with device, user and clients, got 'GPU0'"),
+    ([{'device': GPU0, 'user': 'u', 'clients': {'name': 'a'}}], 'clients must be a list of clients'),
+])
+def test_new_refusals(daemons, words):
+    with pytest.raises(MpsPlanError) as caught:
+        plan(TOPOLOGY, daemons)
+    assert words in str(caught.value)
+
+
+def test_numbers_from_extra_vars_are_numbers():
+    daemons = plan(TOPOLOGY, [{'device': GPU0, 'user': 'u', 'default_active_thread_percentage': '50',
+                               'clients': [{'name': 'a', 'active_thread_percentage': ' 12.5 '}]}])
+    assert daemons[0]['default_active_thread_percentage'] == 50
+    assert daemons[0]['clients'][0]['active_thread_percentage'] == 12.5
+
+
+def test_pipe_and_log_roots_must_be_plain():
+    with pytest.raises(MpsPlanError) as caught:
+        plan(TOPOLOGY, [], pipe_root='/run/../etc', log_root='relative')
+    assert "pipe_root: '/run/../etc' is not a plain absolute directory" in str(caught.value)
+    assert "log_root: 'relative' is not a plain absolute directory" in str(caught.value)

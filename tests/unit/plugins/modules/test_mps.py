@@ -79,7 +79,7 @@ def test_no_daemon_is_a_clear_error(run_module, tmp_path):
 @pytest.mark.parametrize('options, words', [
     ({'default_active_thread_percentage': 0}, 'must lie in 1..100, got 0.0; it limits the SMs'),
     ({'default_active_thread_percentage': 140}, 'must lie in 1..100'),
-    ({'default_pinned_mem_limits': {'0': '20X'}}, "default_pinned_mem_limits[0]: '20X' is not a memory size"),
+    ({'default_pinned_mem_limit': {'0': '20X'}}, "default_pinned_mem_limit[0]: '20X' is not a memory size"),
 ])
 def test_bad_input_is_refused_before_talking_to_the_daemon(run_module, daemon, options, words):
     with pytest.raises(ModuleFail) as failed:
@@ -87,3 +87,61 @@ def test_bad_input_is_refused_before_talking_to_the_daemon(run_module, daemon, o
     assert words in failed.value.result['msg']
     log = open(os.path.join(daemon['log'], 'control.log')).read()
     assert 'Cmd:' not in log
+
+
+def test_the_option_has_the_role_s_spelling_and_the_old_one_still_works(run_module, daemon):
+    first = run(run_module, daemon['pipe'], default_pinned_mem_limit='2G')
+    assert first['commands'] == ['set_default_device_pinned_mem_limit 0 2G']
+    assert first['default_pinned_mem_limits'] == {'0': '2G'}
+    assert run(run_module, daemon['pipe'], default_pinned_mem_limits={'0': '2G'})['changed'] is False
+
+
+def test_a_percentage_from_extra_vars_is_a_number(run_module, daemon):
+    result = run(run_module, daemon['pipe'], default_active_thread_percentage='50')
+    assert result['commands'] == ['set_default_active_thread_percentage 50']
+    assert result['default_active_thread_percentage'] == 50.0
+
+
+def test_a_refused_command_fails_with_the_daemon_s_answer_and_what_was_applied(run_module, daemon):
+    # The double sees one device (0), like a daemon started with one UUID in CUDA_VISIBLE_DEVICES.
+    for _attempt in range(2):
+        with pytest.raises(ModuleFail) as failed:
+            run(run_module, daemon['pipe'], default_active_thread_percentage=30,
+                default_pinned_mem_limit={'0': '1G', '3': '1G', '5': '2G'})
+        result = failed.value.result
+        assert 'refused "set_default_device_pinned_mem_limit 3 1G": Invalid device 3' in result['msg']
+        assert result['failed_on'] == ['set_default_device_pinned_mem_limit 3 1G']
+        assert result['not_run'] == ['set_default_device_pinned_mem_limit 5 2G']
+    # The first run applied two commands; the second had nothing left to apply but the refused one.
+    assert result['applied'] == [] and result['changed'] is False
+    log = open(os.path.join(daemon['log'], 'control.log')).read()
+    assert log.count('Cmd:set_default_active_thread_percentage') == 1
+
+
+def test_the_first_run_of_a_refusal_reports_its_changes(run_module, daemon):
+    with pytest.raises(ModuleFail) as failed:
+        run(run_module, daemon['pipe'], default_active_thread_percentage=30, default_pinned_mem_limit={'7': '1G'})
+    result = failed.value.result
+    assert result['changed'] is True and result['applied'] == ['set_default_active_thread_percentage 30']
+    assert 'already applied: set_default_active_thread_percentage 30' in result['msg']
+
+
+def test_success_separates_applied_failed_and_not_run(run_module, daemon):
+    checked = run(run_module, daemon['pipe'], default_active_thread_percentage=30, _ansible_check_mode=True)
+    assert (checked['applied'], checked['failed_on'], checked['not_run']) == (
+        [], [], ['set_default_active_thread_percentage 30'])
+    done = run(run_module, daemon['pipe'], default_active_thread_percentage=30)
+    assert (done['applied'], done['failed_on'], done['not_run']) == (['set_default_active_thread_percentage 30'], [], [])
+
+
+def test_every_bad_limit_is_named_in_one_message(run_module, daemon):
+    with pytest.raises(ModuleFail) as failed:
+        run(run_module, daemon['pipe'], default_pinned_mem_limit={'0': '20', '1': '-1G', 'gpu2': '1G', 'gpu3': '2G'})
+    assert failed.value.result['msg'] == (
+        "default_pinned_mem_limit: 'gpu2', 'gpu3' are not a device as the daemon names it (an ordinal such as \"0\", "
+        "or a GPU-/MIG- UUID)")
+    with pytest.raises(ModuleFail) as failed:
+        run(run_module, daemon['pipe'], default_pinned_mem_limit={'0': '20', '1': '-1G'})
+    assert failed.value.result['msg'] == (
+        "default_pinned_mem_limit[0]: '20' has no unit; give a memory size like 20G or 512M | "
+        "default_pinned_mem_limit[1]: '-1G' is negative; give a memory size like 20G or 512M")
