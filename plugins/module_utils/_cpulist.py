@@ -17,11 +17,23 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
 
 class CpuListError(GpufleetError, ValueError):
     """A CPU list or mask that the kernel would not have written."""
+
+
+# A list element: a CPU number or a low-high range, ASCII digits only (int() would also take '+3' and other scripts).
+_ELEMENT = re.compile(r'\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?', re.ASCII)
+# Far above any kernel's NR_CPUS: a larger number is a typo, and expanding it would exhaust memory.
+MAX_CPU = 65535
+
+
+def _kind(value):
+    return type(value).__name__
 
 
 def parse_cpulist(text):
@@ -32,36 +44,50 @@ def parse_cpulist(text):
     """
     if text is None:
         raise CpuListError("CPU list is missing (got None)")
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        raise CpuListError("expected a CPU list such as '0-3,8' (a string), got %r (a %s)" % (text, _kind(text)))
     cpus = set()
     stripped = str(text).strip()
     if not stripped:
         return []
     for part in stripped.split(','):
-        part = part.strip()
-        if not part:
+        if not part.strip():
             raise CpuListError("malformed CPU list %r: empty element" % (text,))
-        low, sep, high = part.partition('-')
-        try:
-            first = int(low.strip(), 10)
-            last = int(high.strip(), 10) if sep else first
-        except ValueError:
+        match = _ELEMENT.fullmatch(part)
+        if match is None:
             raise CpuListError(
-                "malformed CPU list %r: %r is not a CPU number or a range like 0-3" % (text, part))
-        if first < 0 or last < first:
+                "malformed CPU list %r: %r is not a CPU number or a range like 0-3" % (text, part.strip()))
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if last < first:
             raise CpuListError(
-                "malformed CPU list %r: range %r must run from low to high, starting at 0 or above" % (text, part))
+                "malformed CPU list %r: range %r must run from low to high, starting at 0 or above" % (text, part.strip()))
+        if last > MAX_CPU:
+            raise CpuListError("malformed CPU list %r: CPU %d is above %d, more than any kernel supports"
+                               % (text, last, MAX_CPU))
         cpus.update(range(first, last + 1))
     return sorted(cpus)
 
 
+def _cpu_number(cpu):
+    """One CPU of a list given to format_cpulist: an int, or a string of digits as ``-e`` passes numbers."""
+    if isinstance(cpu, str) and re.fullmatch(r'[0-9]+', cpu.strip(), re.ASCII):
+        return int(cpu)
+    if isinstance(cpu, bool) or not isinstance(cpu, int):
+        raise CpuListError("expected CPU numbers (whole numbers, 0 or above), got %r (a %s)" % (cpu, _kind(cpu)))
+    if cpu < 0:
+        raise CpuListError("CPU numbers cannot be negative (got %d)" % cpu)
+    return cpu
+
+
 def format_cpulist(cpus):
     """Format CPU numbers as the kernel does: ``[0, 1, 2, 3, 8]`` -> ``0-3,8``."""
-    ordered = sorted(set(int(cpu) for cpu in cpus))
+    if isinstance(cpus, (str, bytes, dict)) or not hasattr(cpus, '__iter__'):
+        raise CpuListError("expected a list of CPU numbers, got %r (a %s)" % (cpus, _kind(cpus)))
+    ordered = sorted(set(_cpu_number(cpu) for cpu in cpus))
     ranges = []
     start = previous = None
     for cpu in ordered:
-        if cpu < 0:
-            raise CpuListError("CPU numbers cannot be negative (got %d)" % cpu)
         if start is None:
             start = previous = cpu
         elif cpu == previous + 1:
@@ -81,13 +107,15 @@ def parse_cpumask(text):
     """
     if text is None:
         raise CpuListError("CPU mask is missing (got None)")
-    digits = str(text).strip().replace(',', '')
+    if not isinstance(text, str):
+        raise CpuListError("expected a CPU mask such as '0000ffff,00000000' (a string), got %r (a %s)"
+                           % (text, _kind(text)))
+    digits = text.strip().replace(',', '')
     if not digits:
         return []
-    try:
-        value = int(digits, 16)
-    except ValueError:
+    if re.fullmatch(r'[0-9A-Fa-f]+', digits) is None:
         raise CpuListError("malformed CPU mask %r: expected hexadecimal groups like 0000ffff,00000000" % (text,))
+    value = int(digits, 16)
     cpus = []
     bit = 0
     while value:

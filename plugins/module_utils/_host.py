@@ -19,9 +19,12 @@ import os
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
+# What surrounds a value in a sysfs attribute: whitespace, and the NULs some drivers write.
+_BLANK = ' \t\n\r\x0b\x0c\x00'
+
 
 class HostFilesError(GpufleetError):
-    """A tree root that cannot be read."""
+    """A tree root or a file in it that cannot be read."""
 
 
 class HostFiles:
@@ -44,16 +47,21 @@ class HostFiles:
                 % self.sysfs_root)
 
     @staticmethod
-    def _read(path):
+    def _read(path, errors='strict'):
         try:
-            with open(path, 'r') as handle:
-                return handle.read()
+            with open(path, 'rb') as handle:
+                data = handle.read()
         except (IOError, OSError) as exc:
             # Absent, unreadable and not-supported attributes all mean "no value" to callers.
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EINVAL,
                              errno.ENODEV, errno.ENXIO, errno.EIO, errno.EPERM):
                 return None
-            raise
+            raise HostFilesError('%s cannot be read (%s); expected a readable file' % (path, exc.strerror or exc))
+        try:
+            return data.decode('utf-8', errors)
+        except UnicodeError:
+            raise HostFilesError('%s is not UTF-8 text (%r); expected what the kernel writes there, such as a '
+                                 'number or a CPU list' % (path, data[:40]))
 
     @staticmethod
     def _list(path):
@@ -63,16 +71,23 @@ class HostFiles:
             return []
 
     def read_sys(self, *parts):
-        """Text of a sysfs attribute, stripped, or None when absent."""
+        """Text of a sysfs attribute, stripped, or None when absent.
+
+        Some drivers and captured trees end an attribute with NUL bytes: strip them with the whitespace, as the
+        kernel's own tools do.
+        """
         text = self._read(os.path.join(self.sysfs_root, *parts))
-        return None if text is None else text.strip()
+        return None if text is None else text.strip(_BLANK)
 
     def list_sys(self, *parts):
         return self._list(os.path.join(self.sysfs_root, *parts))
 
     def read_proc(self, *parts):
-        """Raw text of a procfs file, or None when absent or gone."""
-        return self._read(os.path.join(self.procfs_root, *parts))
+        """Raw text of a procfs file, or None when absent or gone.
+
+        A process's name and arguments may be any bytes: undecodable ones become U+FFFD rather than an error.
+        """
+        return self._read(os.path.join(self.procfs_root, *parts), errors='replace')
 
     def list_proc(self, *parts):
         return self._list(os.path.join(self.procfs_root, *parts))

@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import os
 import re
 import time
@@ -31,12 +32,14 @@ CONTAINER_RUNTIMES = ('podman', 'docker')
 # and the hybrid's v2 tree. Every one that has the unit's cgroup is read, so nothing is missed.
 CGROUP_TREES = (('fs', 'cgroup'), ('fs', 'cgroup', 'systemd'), ('fs', 'cgroup', 'unified'))
 _STATUS_FIELD = re.compile(r'^(\w+):\s*(.*)$', re.MULTILINE)
-_NODE_PAGES = re.compile(r'^N(\d+)=(\d+)$')
+_NODE_PAGES = re.compile(r'N(\d+)=(\d+)')
 # The memory policy numa_maps shows for each mapping: mode[=flags][:nodes]; two modes have a space in their name.
 _POLICY = re.compile(r'^\S+\s+((weighted interleave|prefer \(many\)|[a-z]+)(?:=[a-z|]+)?(?::([\d,-]+))?)')
 # Modes whose nodes are the only ones pages may come from; the others only prefer them.
 _STRICT_POLICIES = ('bind', 'interleave', 'weighted interleave')
-_UUID = re.compile(r'^(GPU|MIG)-[0-9A-Za-z-]+$')
+# A longer context-switch sample only delays the answer.
+MAX_SAMPLE_SECONDS = 300
+_UUID = re.compile(r'(GPU|MIG)-[0-9A-Za-z-]+')
 
 
 class NumaAuditError(GpufleetError):
@@ -178,7 +181,7 @@ def _expectation(raw, where):
     if gpus is not None:
         if isinstance(gpus, str) or not isinstance(gpus, (list, tuple)):
             raise NumaAuditError('%s.expect.gpus must be a list of GPU-/MIG- UUIDs' % where)
-        bad = [gpu for gpu in gpus if not isinstance(gpu, str) or not _UUID.match(gpu)]
+        bad = [gpu for gpu in gpus if not isinstance(gpu, str) or not _UUID.fullmatch(gpu)]
         if bad:
             raise NumaAuditError('%s.expect.gpus: %s is not a GPU-... or MIG-... UUID; name GPUs by UUID '
                                  '(indices reorder), as topology_facts reports them' % (where, bad[0]))
@@ -260,7 +263,7 @@ def parse_numa_maps(text, base_page_kb):
                 except ValueError:
                     scale = 1
         for word in words:
-            match = _NODE_PAGES.match(word)
+            match = _NODE_PAGES.fullmatch(word)
             if match:
                 node = int(match.group(1))
                 pages[node] = pages.get(node, 0) + int(match.group(2)) * scale
@@ -477,6 +480,9 @@ def audit(host, services, nvml_library, max_remote_fraction=0.02, sample_seconds
     if sample_seconds < 0:
         raise NumaAuditError('sample_seconds=%s cannot be negative; use 0 to skip the context-switch sample'
                              % sample_seconds)
+    if math.isnan(sample_seconds) or sample_seconds > MAX_SAMPLE_SECONDS:  # NaN would skip it, infinity never end it
+        raise NumaAuditError('sample_seconds=%s: expected a number of seconds from 0 to %d'
+                             % (sample_seconds, MAX_SAMPLE_SECONDS))
     resolved = [(service,) + _resolve(host, service) for service in services]
 
     running = [pid for _service, pids, _reason in resolved for pid in pids]

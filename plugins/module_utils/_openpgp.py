@@ -64,10 +64,15 @@ def packets(binary):
             raise OpenPgpError('byte %d is not an OpenPGP packet header' % position)
         if header & 0x40:  # new format
             tag = header & 0x3F
+            if position + 2 > len(binary):
+                raise OpenPgpError('the key data is truncated (%d bytes end inside a packet header)' % len(binary))
             first = binary[position + 1]
             if first < 192:
                 length, skip = first, 2
             elif first < 224:
+                if position + 3 > len(binary):
+                    raise OpenPgpError('the key data is truncated (%d bytes end inside a packet header)'
+                                       % len(binary))
                 length, skip = ((first - 192) << 8) + binary[position + 2] + 192, 3
             elif first == 255:
                 length, skip = int.from_bytes(binary[position + 2:position + 6], 'big'), 6
@@ -80,6 +85,8 @@ def packets(binary):
                 raise OpenPgpError('indeterminate packet lengths do not occur in public keys')
             size = (1, 2, 4)[kind]
             length, skip = int.from_bytes(binary[position + 1:position + 1 + size], 'big'), 1 + size
+        if position + skip > len(binary):
+            raise OpenPgpError('the key data is truncated (%d bytes end inside a packet header)' % len(binary))
         body = binary[position + skip:position + skip + length]
         if len(body) != length:
             raise OpenPgpError('the key data is truncated')
@@ -89,8 +96,12 @@ def packets(binary):
 
 def fingerprint(body):
     """Fingerprint of a public-key packet body, in upper-case hex."""
+    if not body:
+        raise OpenPgpError('a public-key packet is empty')
     version = body[0]
     if version == 4:
+        if len(body) > 0xFFFF:
+            raise OpenPgpError('a version 4 public-key packet cannot be longer than 65535 bytes')
         return hashlib.sha1(b'\x99' + len(body).to_bytes(2, 'big') + body).hexdigest().upper()
     if version == 6:
         return hashlib.sha256(b'\x9b' + len(body).to_bytes(4, 'big') + body).hexdigest().upper()

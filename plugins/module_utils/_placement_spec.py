@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import parse_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, size_mb
@@ -33,6 +35,21 @@ class PlacementError(GpufleetError, ValueError):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _from_string(value, decimals=False):
+    """A number given as a string, as ``-e`` passes every value, as that number; any other VALUE as it is.
+
+    Only an unambiguous decimal number converts ('4', '-1', and '12.5' where DECIMALS); '4 cpus' or '0x4' stay
+    strings, for the caller to refuse with "expected a number".
+    """
+    if not isinstance(value, str):
+        return value
+    if re.fullmatch(r'-?[0-9]+', value):
+        return int(value)
+    if decimals and re.fullmatch(r'[0-9]+\.[0-9]+', value):
+        return float(value)
+    return value
 
 
 class Spec:
@@ -64,21 +81,44 @@ def _bool(spec, key, default, where, problems):
     return value
 
 
-def _resolve_ref(topology, ref, where, problems):
-    found = topology.resolve(ref)
-    if found:
-        return found[0]['uuid']
-    if gpu_ref_index(ref) is not None:
-        problems.append('%s: there is no GPU index %s on this host (indices: %s); name GPUs by UUID'
-                        % (where, ref, ', '.join(str(i) for i in sorted(topology.by_index)) or 'none'))
-    else:
-        problems.append('%s: no GPU or MIG device %r on this host (GPUs: %s); name devices by their GPU-... or '
-                        'MIG-... UUID from gpufleet_topology' % (where, ref, ', '.join(
-                            uuid for uuid in sorted(topology.devices) if not topology.devices[uuid]['mig']) or 'none'))
-    return None
+def _listed(items, one, many):
+    """ONE for a single item, MANY (with 'and' before the last) for several: a refusal names each device once."""
+    if len(items) == 1:
+        return one % items[0]
+    return many % ('%s and %s' % (', '.join(items[:-1]), items[-1]))
+
+
+def _ref_problems(topology, where, refused):
+    """One message per kind of refusal, listing every reference it applies to, in the order they were first met."""
+    problems = []
+    for kind, refs in refused.items():
+        if kind == 'index':
+            problems.append('%s: %s on this host (indices: %s); name GPUs by UUID' % (where, _listed(
+                [str(ref) for ref in refs], 'there is no GPU index %s', 'there are no GPU indices %s'),
+                ', '.join(str(i) for i in sorted(topology.by_index)) or 'none'))
+        elif kind == 'unknown':
+            problems.append('%s: %s on this host (GPUs: %s); name devices by their GPU-... or MIG-... UUID from '
+                            'gpufleet_topology' % (where, _listed([repr(ref) for ref in refs], 'no GPU or MIG device %s',
+                                                                  'no GPU or MIG devices %s'),
+                                                   ', '.join(uuid for uuid in sorted(topology.devices)
+                                                             if not topology.devices[uuid]['mig']) or 'none'))
+        elif kind == 'twice':
+            problems.append('%s: %s in gpus' % (where, _listed(refs, '%s is listed twice', '%s are listed twice')))
+        elif kind == 'mig_mode':
+            problems.append('%s: %s, so CUDA cannot use %s whole; name %s MIG devices (MIG-...) or ask for gpus: '
+                            '{mig_profile: ..., count: N}' % (where, _listed(refs, '%s is in MIG mode',
+                                                                             '%s are in MIG mode'),
+                                                              'it' if len(refs) == 1 else 'them',
+                                                              'its' if len(refs) == 1 else 'their'))
+        else:
+            problems.append('%s: %s, which only MPS clients can use; ask for %sgpus: {mps: {device: %s}}'
+                            % (where, _listed(refs, '%s is served by an MPS daemon', '%s are served by MPS daemons'),
+                               '' if len(refs) == 1 else 'a share of one of them: ', refs[0]))
+    return problems
 
 
 def _parse_gpus(topology, daemons, spec, value, where, problems):
+    value = _from_string(value)
     if value is None or _is_int(value):
         count = 1 if value is None else value
         if count < 0:
@@ -88,31 +128,36 @@ def _parse_gpus(topology, daemons, spec, value, where, problems):
         spec.mode = 'list'
         if not value:
             problems.append('%s: gpus is an empty list; use gpus: 0 for a CPU-only service' % where)
+        refused = {}  # kind of refusal -> the references it applies to; dicts keep the order kinds were met
         for ref in value:
-            uuid = _resolve_ref(topology, ref, where, problems)
-            if uuid is None:
+            found = topology.resolve(ref)
+            if not found:
+                refused.setdefault('index' if gpu_ref_index(ref) is not None else 'unknown', []).append(ref)
                 continue
+            uuid = found[0]['uuid']
             if uuid in spec.refs:
-                problems.append('%s: %s is listed twice in gpus' % (where, uuid))
+                refused.setdefault('twice', []).append(uuid)
                 continue
             spec.refs.append(uuid)
             device = topology.devices[uuid]
             if not device['mig'] and device['mig_mode']:
-                problems.append('%s: %s is in MIG mode, so CUDA cannot use it whole; name its MIG devices '
-                                '(MIG-...) or ask for gpus: {mig_profile: ..., count: N}' % (where, uuid))
+                refused.setdefault('mig_mode', []).append(uuid)
             if uuid in daemons:
-                problems.append('%s: %s is served by an MPS daemon, which only MPS clients can use; ask for '
-                                'gpus: {mps: {device: %s}}' % (where, uuid, uuid))
+                refused.setdefault('mps', []).append(uuid)
+        problems.extend(_ref_problems(topology, where, refused))
     elif isinstance(value, dict) and 'mig_profile' in value:
         spec.mode, spec.profile = 'mig', value.get('mig_profile')
-        count = value.get('count', 1)
+        count = _from_string(value.get('count', 1))
         if not isinstance(spec.profile, str) or not spec.profile:
             problems.append('%s: mig_profile must be a profile name such as 1g.10gb' % where)
         elif not any(d['profile'] == spec.profile for d in topology.devices.values()):
             problems.append('%s: there is no MIG device of profile %s on this host (profiles present: %s); '
                             'create them with the mig role first' % (where, spec.profile, ', '.join(sorted(set(
                                 d['profile'] for d in topology.devices.values() if d['mig']))) or 'none'))
-        if not _is_int(count) or count < 1:
+        if isinstance(count, str):
+            problems.append('%s: the count of MIG devices is %r; expected a number, 1 or more' % (where, count))
+            count = 1
+        elif not _is_int(count) or count < 1:
             problems.append('%s: the count of MIG devices must be 1 or more, got %r' % (where, count))
             count = 1
         spec.count = count
@@ -125,8 +170,12 @@ def _parse_gpus(topology, daemons, spec, value, where, problems):
         if extra:
             problems.append('%s: an MPS share takes device, active_thread_percentage and pinned_mem_limit, not %s'
                             % (where, ', '.join(extra)))
-        pct = spec.mps.get('active_thread_percentage')
-        if pct is not None and (isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 1 <= pct <= 100):
+        pct = _from_string(spec.mps.get('active_thread_percentage'), True)
+        if pct is not None:
+            spec.mps['active_thread_percentage'] = pct
+        if isinstance(pct, str):
+            problems.append('%s: active_thread_percentage is %r; expected a number in 1..100' % (where, pct))
+        elif pct is not None and (isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 1 <= pct <= 100):
             problems.append('%s: active_thread_percentage must lie in 1..100, got %r (it limits SMs, not memory)'
                             % (where, pct))
         if spec.mps.get('pinned_mem_limit') is not None:
@@ -173,7 +222,11 @@ def _parse_spec(topology, daemons, raw, position, seen, problems):
     cpus = raw.get('cpus', DEFAULT_CPUS)
     if cpus is None:
         cpus = DEFAULT_CPUS
-    if not (cpus == 'all' or (_is_int(cpus) and cpus >= 1)):
+    cpus = _from_string(cpus)
+    if isinstance(cpus, str) and cpus != 'all':
+        problems.append("%s: cpus is %r; expected a number of logical CPUs (1 or more) or 'all'" % (where, cpus))
+        cpus = DEFAULT_CPUS
+    elif not (cpus == 'all' or (_is_int(cpus) and cpus >= 1)):
         problems.append("%s: cpus must be a number of logical CPUs (1 or more) or 'all', got %r" % (where, cpus))
         cpus = DEFAULT_CPUS
     spec.cpus = cpus
@@ -193,9 +246,12 @@ def _parse_spec(topology, daemons, raw, position, seen, problems):
         spec.exclusive = _bool(raw, 'exclusive', True, where, problems)
     spec.cross = _bool(raw, 'allow_cross_numa', False, where, problems)
     spec.overlap = _bool(raw, 'allow_cpu_overlap', False, where, problems)
-    node = raw.get('node')
+    node = _from_string(raw.get('node'))
     if node is not None:
-        if not _is_int(node) or node not in topology.node_cpus:
+        if isinstance(node, str):
+            problems.append('%s: node is %r; expected a number, a NUMA node of this host (nodes: %s)'
+                            % (where, node, ', '.join(str(n) for n in topology.nodes)))
+        elif not _is_int(node) or node not in topology.node_cpus:
             problems.append('%s: node %r is not a NUMA node of this host (nodes: %s)'
                             % (where, node, ', '.join(str(n) for n in topology.nodes)))
         elif not topology.has_cpus(node):

@@ -78,6 +78,11 @@ def memory_nodes(policy, cpu_nodes, numa_node, gpu_nodes):
     return sorted(set(cpu_nodes) | set(n for n in gpu_nodes if n is not None))
 
 
+def _plain_path(path):
+    """An absolute path of one word that does not climb out of where it says (no .. component)."""
+    return isinstance(path, str) and re.fullmatch(r'/\S*', path) is not None and '..' not in path.split('/')
+
+
 def _one_line(value):
     return isinstance(value, str) and '\n' not in value
 
@@ -125,8 +130,12 @@ def _role_problems(spec, user_prefix):
             problems.append('environment may not set %s (the planner sets them from the GPUs it picks: give the GPUs '
                             'in gpus instead)' % ', '.join(owned))
     paths = spec.get('read_write_paths', [])
-    if not isinstance(paths, list) or not all(isinstance(p, str) and re.fullmatch(r'/\S*', p) for p in paths):
-        problems.append('read_write_paths are absolute paths')
+    if not isinstance(paths, list):
+        problems.append('read_write_paths are absolute paths: expected a list, got %r' % (paths,))
+    else:
+        bad = [p for p in paths if not _plain_path(p)]
+        if bad:
+            problems.append('read_write_paths are absolute paths without .. (got %s)' % ', '.join(repr(p) for p in bad))
     if not _one_line(spec.get('description', '')):
         problems.append('description is one line')
     return problems
@@ -260,6 +269,9 @@ def service_units(plan, services, unit_prefix, user_prefix, container_runtime):
     problems = check_services(services, user_prefix)
     if not problems and (not isinstance(plan, list) or len(plan) != len(services)):
         problems.append('the plan must be place_services\' list for these services, one entry each, in order')
+    elif not problems:
+        problems.extend('plan entry %d is %r, not a placement from place_services' % (position, placed)
+                        for position, placed in enumerate(plan, 1) if not isinstance(placed, dict))
     units = []
     for spec, placed in zip(services, plan) if not problems else ():
         mps_user = placed['mps']['user'] if placed.get('mps') else None

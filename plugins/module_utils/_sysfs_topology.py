@@ -69,7 +69,7 @@ def read_cpu(files):
     online = _cpulist_attr(files, _CPU_DIR + ('online',), 'online CPUs')
     if online is None:
         online = sorted(int(name[3:]) for name in files.list_sys(*_CPU_DIR)
-                        if re.match(r'^cpu\d+$', name))
+                        if re.fullmatch(r'cpu\d+', name))
     offline = _cpulist_attr(files, _CPU_DIR + ('offline',), 'offline CPUs') or []
     online_set = set(online)
     core_of = {}
@@ -125,7 +125,7 @@ def read_numa_nodes(files, online_cpus):
     node_ids = _cpulist_attr(files, _NODE_DIR + ('online',), 'online NUMA nodes')
     if node_ids is None:
         node_ids = sorted(int(name[4:]) for name in files.list_sys(*_NODE_DIR)
-                          if re.match(r'^node\d+$', name))
+                          if re.fullmatch(r'node\d+', name))
     if not node_ids:
         values = dict((k, int(v)) for k, v in _MEMINFO_LINE.findall(files.read_proc('meminfo') or ''))
         return [{
@@ -143,7 +143,8 @@ def read_numa_nodes(files, online_cpus):
         try:
             distances = [int(value) for value in distance_text.split()]
         except ValueError:
-            raise TopologyReadError('node%d distance %r is not a list of numbers' % (node_id, distance_text))
+            raise TopologyReadError('node%d distance (%s/%s) is %r; expected a list of numbers such as "10 21"'
+                                    % (node_id, files.sysfs_root, '/'.join(base + ('distance',)), distance_text))
         nodes.append({
             'id': node_id,
             'cpus': cpus,
@@ -186,7 +187,11 @@ def read_pci_locality(files, nvml_bus_id):
     local = _cpulist_attr(files, base + ('local_cpulist',), 'local CPUs of %s' % base[-1])
     if local is None:
         mask = files.read_sys(*(base + ('local_cpus',)))
-        local = parse_cpumask(mask) if mask else None
+        try:
+            local = parse_cpumask(mask) if mask else None
+        except CpuListError as exc:
+            raise TopologyReadError('local CPUs of %s (%s/%s): %s'
+                                    % (base[-1], files.sysfs_root, '/'.join(base + ('local_cpus',)), exc))
     return (node if node is not None and node >= 0 else None), local
 
 

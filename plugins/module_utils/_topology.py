@@ -92,7 +92,8 @@ class Topology:
         self._nodes = {}
         self.node_cpus = {}
         for node in fact['numa_nodes']:
-            if not isinstance(node, dict) or not _is_int(node.get('id')) or not isinstance(node.get('cpus'), list):
+            if not isinstance(node, dict) or not _is_int(node.get('id')) or not isinstance(node.get('cpus'), list) \
+                    or not all(_is_int(cpu) and cpu >= 0 for cpu in node['cpus']):
                 raise TopologyModelError('the topology has a NUMA node without an integer id and a cpus list (%r); '
                                          'gather it again with gpufleet.core.topology_facts' % (node,))
             self._nodes[node['id']] = node

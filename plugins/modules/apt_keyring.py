@@ -31,7 +31,10 @@ attributes:
     support: full
 options:
   dest:
-    description: The keyring file to write, for example C(/usr/share/keyrings/nvidia-cuda.gpg).
+    description:
+      - The keyring file to write, for example C(/usr/share/keyrings/nvidia-cuda.gpg).
+      - Its directory must exist; a O(dest) in a missing directory, or that is a directory, is refused before
+        anything is read or written.
     type: path
     required: true
   url:
@@ -116,6 +119,18 @@ def read_key(module):
     return response.read(), params['url']
 
 
+def check_dest(module, dest):
+    """Refuse, before reading anything, a dest that cannot be a keyring file: nothing is written then."""
+    if os.path.isdir(dest):
+        module.fail_json(msg='dest=%s is a directory; expected the path of the keyring file to write, such as '
+                             '%s/nvidia-cuda.gpg' % (dest, dest.rstrip('/')), dest=dest)
+    directory = os.path.dirname(dest) or '.'
+    if module.params['state'] == 'present' and not os.path.isdir(directory):
+        module.fail_json(msg='dest=%s: its directory %s does not exist; expected a keyring path in an existing '
+                             'directory such as /usr/share/keyrings (create the directory first)' % (dest, directory),
+                         dest=dest)
+
+
 def current(path):
     try:
         with open(path, 'rb') as handle:
@@ -140,6 +155,7 @@ def main():
         supports_check_mode=True,
     )
     dest = module.params['dest']
+    check_dest(module, dest)
     existing = current(dest)
     if module.params['state'] == 'absent':
         if existing is not None and not module.check_mode:
