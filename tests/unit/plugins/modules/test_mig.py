@@ -407,9 +407,10 @@ def test_force_with_a_busy_instance_leaves_the_gpu_as_it_was(run_module, host):
     assert 'PIDs 4711 still run there' in result['msg'] and 'In use by another client' in result['msg']
     assert 'GPU 0 (%s, NVIDIA A100 80GB PCIe) was not changed' % GPU0 in result['msg']
     assert result['changed'] is False and result['applied'] == []
-    assert result['failed_on'] == ['GPU 0 (%s, NVIDIA A100 80GB PCIe): destroy compute instance %d of GPU instance %d: %s'
-                                % (GPU0, busy['compute_instance_id'], busy['gpu_instance_id'],
-                                   result['msg'].split('": ', 1)[1].split('. GPU 0', 1)[0])]
+    assert result['failed_on'] == [
+        'GPU 0 (%s, NVIDIA A100 80GB PCIe): destroy compute instance %d of GPU instance %d: %s'
+        % (GPU0, busy['compute_instance_id'], busy['gpu_instance_id'],
+           result['msg'].split('": ', 1)[1].split('. GPU 0', 1)[0])]
     assert len(result['not_run']) == 3 * 2 + 1 - 1 and any('disable MIG mode' in op for op in result['not_run'])
     assert layout_of(apply(run_module, {'layouts': [{'gpus': 0, 'layout': ['3g.40gb', '1g.10gb', '1g.10gb']}]},
                            check=True)) == layout_of(first)
