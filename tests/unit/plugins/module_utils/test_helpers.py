@@ -5,13 +5,12 @@
 from __future__ import absolute_import, division, print_function
 
 import json
-import os
 
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _helper_compute_mode, _helper_mig_apply, _helpers_main
 
-from ...conftest import HOSTS_DIR
+from ...support.sim import load_host
 
 GPU0 = 'GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60'
 MIG0 = 'MIG-1a2b3c4d-5e6f-5a7b-8c9d-0e1f2a3b4c01'
@@ -48,14 +47,15 @@ def test_mig_apply_refuses_a_layout_that_does_not_fit(sim_host, layout_file, cap
     assert captured.out == '' and captured.err.startswith('gpufleet-mig-apply: ')
 
 
-def test_mig_apply_reports_a_mode_change_that_waits_for_a_reset(tmp_path, monkeypatch, layout_file, capsys):
-    # An Ampere GPU whose MIG mode change waits for a reset that nvidia-persistenced blocks.
-    with open(os.path.join(HOSTS_DIR, 'reference-a100.json')) as handle:
-        description = json.load(handle)
+@pytest.fixture
+def ampere_waiting_for_reset(sim_hosts):
+    """One A100 of the reference host whose MIG mode change waits for a reset that nvidia-persistenced blocks."""
+    description = load_host('reference-a100')
     description['gpus'] = [dict(description['gpus'][0], mig_mode=0, reset_blocked_by=['nvidia-persistenced'])]
-    (tmp_path / 'host.json').write_text(json.dumps(description))
-    monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', str(tmp_path / 'host.json'))
-    monkeypatch.setenv('GPUFLEET_NVML_SIM_STATE', str(tmp_path / 'state.json'))
+    return sim_hosts.described(description)
+
+
+def test_mig_apply_reports_a_mode_change_that_waits_for_a_reset(ampere_waiting_for_reset, layout_file, capsys):
     assert _helper_mig_apply.main(['mig-apply', layout_file(LAYOUT)]) == 1
     err = capsys.readouterr().err
     assert 'gpufleet-mig-apply: a MIG mode change waits for a GPU reset: ' in err
@@ -63,14 +63,8 @@ def test_mig_apply_reports_a_mode_change_that_waits_for_a_reset(tmp_path, monkey
     assert err.split('waits for a GPU reset: ', 1)[1].strip()
 
 
-def test_mig_apply_does_not_print_waiting_instances_as_done(tmp_path, monkeypatch, layout_file, capsys):
+def test_mig_apply_does_not_print_waiting_instances_as_done(ampere_waiting_for_reset, layout_file, capsys):
     # Issue 12: only the steps that ran are printed as done; the instances wait for the reset and are named so.
-    with open(os.path.join(HOSTS_DIR, 'reference-a100.json')) as handle:
-        description = json.load(handle)
-    description['gpus'] = [dict(description['gpus'][0], mig_mode=0, reset_blocked_by=['nvidia-persistenced'])]
-    (tmp_path / 'host.json').write_text(json.dumps(description))
-    monkeypatch.setenv('GPUFLEET_NVML_SIM_HOST', str(tmp_path / 'host.json'))
-    monkeypatch.setenv('GPUFLEET_NVML_SIM_STATE', str(tmp_path / 'state.json'))
     assert _helper_mig_apply.main(['mig-apply', layout_file(LAYOUT)]) == 1
     captured = capsys.readouterr()
     done = captured.out.splitlines()[:-1]
