@@ -16,12 +16,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import parse_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, parse_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-
-# The layout of the fact topology_facts returns; bumped on incompatible changes. Facts without a version were
-# cached by releases before the field existed, and have this layout.
-FACT_VERSION = 1
+from ansible_collections.gpufleet.core.plugins.module_utils._fact_layout import FACT_VERSION, READABLE_FACT_VERSIONS
 
 
 class TopologyModelError(GpufleetError, ValueError):
@@ -33,13 +30,43 @@ def _is_int(value):
 
 
 def fact_version(fact):
-    """The fact's layout version; a fact from a release this one cannot read is refused, naming the fix."""
-    version = fact.get('version', fact.get('schema_version', FACT_VERSION))
-    if version != FACT_VERSION:
+    """The fact's layout version; a fact from a release this one cannot read is refused, naming the fix.
+
+    A fact without a version was cached by a release before the field existed, and has version 1's layout.
+    """
+    version = fact.get('version', fact.get('schema_version', 1))
+    if version not in READABLE_FACT_VERSIONS:
         raise TopologyModelError('the gpufleet_topology fact has layout version %r, but this release of gpufleet.core '
-                                 'reads version %d; gather it again with gpufleet.core.topology_facts (a fact cached '
-                                 'by another release is stale)' % (version, FACT_VERSION))
+                                 'reads versions %s and writes %d; gather it again with gpufleet.core.topology_facts (a '
+                                 'fact cached by another release is stale)'
+                                 % (version, ' and '.join(str(v) for v in READABLE_FACT_VERSIONS), FACT_VERSION))
     return version
+
+
+def _node_cpus(node, version):
+    """A node's CPUs, sorted: its cpulist (version 2) or its cpus list (version 1); None when malformed."""
+    if version == 1:
+        cpus = node.get('cpus')
+        if not isinstance(cpus, list) or not all(_is_int(cpu) and cpu >= 0 for cpu in cpus):
+            return None
+        return sorted(set(cpus))
+    try:
+        return parse_cpulist(node.get('cpulist'))
+    except CpuListError:
+        return None
+
+
+def _sibling_groups(texts):
+    """The kernel's SMT sibling lists ('0,64' or '0-1'), parsed; the common forms without the general parser."""
+    groups = []
+    for text in texts:
+        if isinstance(text, str) and text.isascii():
+            parts = text.split(',')
+            if all(part.isdigit() for part in parts):
+                groups.append(tuple(sorted(set(int(part) for part in parts))))
+                continue
+        groups.append(tuple(parse_cpulist(text)))
+    return groups
 
 
 def gpu_ref_index(ref):
@@ -92,12 +119,13 @@ class Topology:
         self._nodes = {}
         self.node_cpus = {}
         for node in fact['numa_nodes']:
-            if not isinstance(node, dict) or not _is_int(node.get('id')) or not isinstance(node.get('cpus'), list) \
-                    or not all(_is_int(cpu) and cpu >= 0 for cpu in node['cpus']):
-                raise TopologyModelError('the topology has a NUMA node without an integer id and a cpus list (%r); '
-                                         'gather it again with gpufleet.core.topology_facts' % (node,))
+            cpus = _node_cpus(node, self.version) if isinstance(node, dict) and _is_int(node.get('id')) else None
+            if cpus is None:
+                raise TopologyModelError('the topology has a NUMA node without an integer id and a %s (%r); '
+                                         'gather it again with gpufleet.core.topology_facts'
+                                         % ('cpus list' if self.version == 1 else 'CPU list (cpulist)', node))
             self._nodes[node['id']] = node
-            self.node_cpus[node['id']] = sorted(set(node['cpus']))
+            self.node_cpus[node['id']] = cpus
         self.nodes = sorted(self.node_cpus)
         self._index_cores()
         self.gpus = fact.get('gpus') or []
@@ -106,11 +134,11 @@ class Topology:
         profiles = fact.get('mig_profiles') or {}
         for gpu in self.gpus:
             self._index_gpu(gpu, profiles)
+        self._device_list = list(self.devices.values())
 
     def _index_cores(self):
         siblings = {}
-        for text in (self.fact.get('cpu') or {}).get('smt_siblings') or []:
-            group = tuple(parse_cpulist(text))
+        for group in _sibling_groups((self.fact.get('cpu') or {}).get('smt_siblings') or []):
             for cpu in group:
                 siblings[cpu] = group
         self.cores = {}
@@ -118,12 +146,20 @@ class Topology:
         for node_id in self.nodes:
             cpus = set(self.node_cpus[node_id])
             found = set()
+            seen = set()
             for cpu in self.node_cpus[node_id]:
-                found.add(tuple(c for c in siblings.get(cpu, (cpu,)) if c in cpus) or (cpu,))
-            self.cores[node_id] = sorted(found)
-            for core in found:
+                group = siblings.get(cpu, (cpu,))
+                if group in seen:
+                    continue  # its core is found already, through a sibling
+                seen.add(group)
+                # A core is its siblings within the node; a sibling on another node is a core of its own there.
+                found.add(group if cpus.issuperset(group) else tuple(c for c in group if c in cpus))
+            cores = sorted(found)
+            self.cores[node_id] = cores
+            for core in cores:
+                key = (node_id, core)
                 for cpu in core:
-                    self.core_of[cpu] = (node_id, core)
+                    self.core_of[cpu] = key
 
     def _index_gpu(self, gpu, profiles):
         if not isinstance(gpu, dict) or not isinstance(gpu.get('uuid'), str):
@@ -171,7 +207,7 @@ class Topology:
 
     def resolve(self, ref, names=False):
         """The devices a GPU reference names, by ``match_gpu_ref``'s rule; empty when none does."""
-        return match_gpu_ref(ref, list(self.devices.values()), names)
+        return match_gpu_ref(ref, self._device_list, names)
 
     def gpu(self, ref):
         """The GPU (the fact's dict) named by index, GPU-... UUID, or one of its MIG-... UUIDs."""
@@ -194,11 +230,11 @@ class Topology:
         if gpu.get('numa_node') is None:
             raise TopologyModelError('the NUMA node of %s is unknown (neither sysfs nor NVML report it); '
                                      'pin the service to a node explicitly' % gpu['uuid'])
-        node = self.node(gpu['numa_node'])
-        if not node['cpus']:
+        node_id = self.node(gpu['numa_node'])['id']
+        if not self.node_cpus[node_id]:
             raise TopologyModelError('NUMA node %d of %s has no CPUs; it cannot run CPU work'
-                                     % (node['id'], gpu['uuid']))
-        return list(node['cpus'])
+                                     % (node_id, gpu['uuid']))
+        return list(self.node_cpus[node_id])
 
 
 def find_gpu(topology, ref):

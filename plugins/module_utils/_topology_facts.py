@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import cpus_from_words, format_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._fact_layout import FACT_VERSION
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError
 from ansible_collections.gpufleet.core.plugins.module_utils._sysfs_topology import (
     find_mps_processes,
@@ -24,7 +25,6 @@ from ansible_collections.gpufleet.core.plugins.module_utils._sysfs_topology impo
     read_pci_locality,
     sysfs_pci_address,
 )
-from ansible_collections.gpufleet.core.plugins.module_utils._topology import FACT_VERSION
 
 
 class TopologyError(GpufleetError):
@@ -66,7 +66,6 @@ def _gpu_facts(files, nvml, index, handle, online, nodes, mig_profiles):
     node, source, local = _locate_gpu(files, nvml, handle, gpu['pci_bus_id'], online, nodes)
     gpu['numa_node'] = node
     gpu['numa_node_source'] = source
-    gpu['local_cpus'] = local
     gpu['local_cpulist'] = format_cpulist(local)
     modes = nvml.modes(handle)
     gpu['persistence_mode'] = modes['persistence_mode']
@@ -129,6 +128,17 @@ def _gpu_section(files, nvml_library, online, nodes):
     return system, gpus, links, nvswitch, mig_profiles
 
 
+def _as_cpulists(cpu, nodes):
+    """The CPU sets of the fact's layout version 2: the kernel's CPU-list strings only.
+
+    The integer lists were most of the fact's values (a 224-CPU, 8-GPU host: 1,300 of 2,100) and every consumer
+    either wanted the string or parses it once; the cpulist_expand filter gives the integers.
+    """
+    cpu = dict(cpu, offline_cpulist=format_cpulist(cpu['offline']))
+    del cpu['online'], cpu['offline']
+    return cpu, [dict((key, value) for key, value in node.items() if key != 'cpus') for node in nodes]
+
+
 def gather(files, nvml_library=None, require_gpus=False):
     """Build the gpufleet_topology fact.
 
@@ -138,13 +148,13 @@ def gather(files, nvml_library=None, require_gpus=False):
     files.check_roots()
     cpu = read_cpu(files)
     nodes = read_numa_nodes(files, cpu['online'])
+    cpu_fact, node_facts = _as_cpulists(cpu, nodes)
     facts = {
-        # The layout's version (_topology.Topology refuses others); schema_version is its old name.
+        # The layout's version (_topology.Topology reads the versions it knows).
         'version': FACT_VERSION,
-        'schema_version': FACT_VERSION,
         'sources': {'sysfs_root': files.sysfs_root, 'procfs_root': files.procfs_root},
-        'cpu': cpu,
-        'numa_nodes': nodes,
+        'cpu': cpu_fact,
+        'numa_nodes': node_facts,
         'kernel': read_kernel_settings(files),
         'mps': find_mps_processes(files),
         'nvml': {'available': False, 'reason': None, 'driver_version': None,

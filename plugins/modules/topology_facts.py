@@ -82,16 +82,14 @@ ansible_facts:
         version:
           description:
             - Version of this fact's layout (this page); bumped on incompatible changes. The collection's plugins
-              refuse a fact of another version (gather it again), and read a fact without one, cached by an earlier
-              release, as version 1.
+              read versions 1 and 2 and refuse others (gather it again); a fact without one, cached by an early
+              release, is version 1.
+            - Version 2 gives every CPU set as the kernel's CPU-list string only (V(0-31,64-95)). Version 1 also
+              gave C(cpu.online), C(cpu.offline), C(numa_nodes[].cpus) and C(gpus[].local_cpus) as lists of
+              integers, and C(schema_version); use P(gpufleet.core.cpulist_expand#filter) where a list is needed.
           type: int
           returned: always
-          sample: 1
-        schema_version:
-          description: The same as RV(ansible_facts.gpufleet_topology.version), under its earlier name.
-          type: int
-          returned: always
-          sample: 1
+          sample: 2
         sources:
           description: The trees that were read.
           type: dict
@@ -122,23 +120,16 @@ ansible_facts:
               type: int
               returned: always
               sample: 1
-            online:
-              description: Online CPU numbers.
-              type: list
-              elements: int
-              returned: always
-              sample: [0, 1, 2, 3]
             online_cpulist:
-              description: RV(ansible_facts.gpufleet_topology.cpu.online) in the kernel's list form.
+              description: The online CPUs, in the kernel's list form.
               type: str
               returned: always
               sample: 0-63
-            offline:
-              description: CPUs present but offline; never place work on them.
-              type: list
-              elements: int
+            offline_cpulist:
+              description: CPUs present but offline, in the kernel's list form (empty when none); never place work on them.
+              type: str
               returned: always
-              sample: []
+              sample: ''
             smt_siblings:
               description: Groups of online hardware threads that share a core, each in the kernel's list form.
               type: list
@@ -157,14 +148,10 @@ ansible_facts:
               type: int
               returned: always
               sample: 0
-            cpus:
-              description: Online CPUs of the node; empty for a CPU-less (memory-only) node.
-              type: list
-              elements: int
-              returned: always
-              sample: [0, 1, 2, 3]
             cpulist:
-              description: The same CPUs in the kernel's list form, for C(CPUAffinity=) or C(--cpuset-cpus).
+              description:
+                - Online CPUs of the node in the kernel's list form, for C(CPUAffinity=) or C(--cpuset-cpus); empty
+                  for a CPU-less (memory-only) node.
               type: str
               returned: always
               sample: 0-31
@@ -296,14 +283,8 @@ ansible_facts:
               returned: always
               choices: [sysfs, nvml_memory_affinity, nvml_cpu_affinity, unknown]
               sample: sysfs
-            local_cpus:
-              description: CPUs local to the GPU (PCI C(local_cpulist), else NVML's CPU affinity).
-              type: list
-              elements: int
-              returned: always
-              sample: [0, 1, 2, 3]
             local_cpulist:
-              description: The same CPUs in the kernel's list form.
+              description: CPUs local to the GPU (PCI C(local_cpulist), else NVML's CPU affinity), in the kernel's list form.
               type: str
               returned: always
               sample: 0-31

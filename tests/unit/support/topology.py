@@ -14,7 +14,7 @@ Only the keys the collection's model reads are filled in; a test that needs anot
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist, parse_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import FACT_VERSION
 
 A100 = 'NVIDIA A100 80GB PCIe'
@@ -23,9 +23,14 @@ A100_PROFILES = {A100: [{'name': '1g.10gb', 'memory_mb': 9728}, {'name': '3g.40g
 
 
 def node(node_id, cpus):
-    """A NUMA node; no CPUs makes it a memory-only node."""
+    """A NUMA node with these CPUs; no CPUs makes it a memory-only node."""
     cpus = sorted(cpus)
-    return {'id': node_id, 'cpus': cpus, 'cpulist': format_cpulist(cpus), 'has_cpus': bool(cpus)}
+    return {'id': node_id, 'cpulist': format_cpulist(cpus), 'has_cpus': bool(cpus)}
+
+
+def node_cpus(found):
+    """The CPUs of a node() (or of a node of a fact), as a sorted list."""
+    return parse_cpulist(found['cpulist'])
 
 
 def bus_id(bus):
@@ -60,12 +65,27 @@ def gpu(index, uuid, bus=None, node=0, name=A100, memory_mb=81920, instances=Non
 def topology(nodes, gpus=(), smt_siblings=None, mig_profiles=None):
     """A gpufleet_topology fact. ``smt_siblings``: the kernel's sibling lists ('0,16'); None gives each CPU a core of
     its own, as on a host without SMT."""
-    online = sorted(cpu for item in nodes for cpu in item['cpus'])
+    online = sorted(cpu for item in nodes for cpu in node_cpus(item))
     return {
         'version': FACT_VERSION,
-        'cpu': {'online': online, 'online_cpulist': format_cpulist(online),
+        'cpu': {'online_cpulist': format_cpulist(online), 'offline_cpulist': '',
                 'smt_siblings': list(smt_siblings) if smt_siblings is not None else [str(cpu) for cpu in online]},
         'numa_nodes': list(nodes),
         'gpus': list(gpus),
         'mig_profiles': dict(mig_profiles or {}),
     }
+
+
+def as_version_1(fact):
+    """The same fact in layout version 1, as a release before version 2 cached it: CPU sets also as integer lists,
+    ``schema_version``, and no ``version`` (the oldest releases wrote none)."""
+    old = dict(fact, schema_version=1)
+    del old['version']
+    cpu = dict(fact['cpu'])
+    cpu['online'] = parse_cpulist(cpu['online_cpulist'])
+    cpu['offline'] = parse_cpulist(cpu.pop('offline_cpulist', ''))
+    old['cpu'] = cpu
+    old['numa_nodes'] = [dict(item, cpus=node_cpus(item)) for item in fact['numa_nodes']]
+    old['gpus'] = [dict(item, local_cpus=parse_cpulist(item['local_cpulist'])) if 'local_cpulist' in item else item
+                   for item in fact.get('gpus', [])]
+    return old

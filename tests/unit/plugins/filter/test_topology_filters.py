@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.core.plugins.filter.topology import FilterModule
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_layout import select_gpus
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError
-from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import FACT_VERSION, Topology
 
 from ...support.topology import gpu, mig_instance, node, topology
 
@@ -56,7 +56,7 @@ def test_bad_input_names_the_filter(name, value):
 
 def test_the_model_indexes_devices_nodes_and_cores():
     model = Topology(TOPOLOGY)
-    assert model.version == 1 and model.nodes == [0, 2, 4] and model.cpu_nodes() == [0, 2]
+    assert model.version == FACT_VERSION and model.nodes == [0, 2, 4] and model.cpu_nodes() == [0, 2]
     assert model.devices['MIG-bbb']['parent'] == 'GPU-aaa' and model.devices['MIG-bbb']['profile'] == '1g.10gb'
     assert model.devices['MIG-bbb']['node'] == 2 and model.devices['MIG-bbb']['index'] is None
     assert model.cores[2] == [(1,), (3,), (5,), (7,)] and model.core_of[5] == (2, (5,))

@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._placement import Pl
 
 from ...support.topology import gpu, mig_instance
 from ...support.topology import node as node_fact
+from ...support.topology import node_cpus
 from ...support.topology import topology as topology_fact
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -52,8 +53,8 @@ def topologies(draw):
         gpus.append(gpu(order[index], 'GPU-%02d' % index, buses[index], draw(st.sampled_from(node_ids + [None])),
                         instances=instances))
     gpus.sort(key=lambda g: g['index'])
-    reserved = draw(st.lists(st.sampled_from([c for n in nodes for c in n['cpus']]), max_size=3)) \
-        if any(n['cpus'] for n in nodes) else []
+    reserved = draw(st.lists(st.sampled_from([c for n in nodes for c in node_cpus(n)]), max_size=3)) \
+        if any(n['has_cpus'] for n in nodes) else []
     return topology_fact(nodes, gpus, smt_siblings=siblings), reserved
 
 
@@ -71,7 +72,7 @@ def specs(draw, topology, name):
             'exclusive': draw(st.booleans()), 'allow_cpu_overlap': draw(st.booleans()),
             'allow_cross_numa': draw(st.sampled_from([False, False, True])), 'command': '/bin/true'}
     if draw(st.integers(0, 3)) == 0:
-        spec['node'] = draw(st.sampled_from([n['id'] for n in topology['numa_nodes'] if n['cpus']] or [0]))
+        spec['node'] = draw(st.sampled_from([n['id'] for n in topology['numa_nodes'] if n['has_cpus']] or [0]))
     return spec
 
 
@@ -106,7 +107,7 @@ def plan_or_error(topology, services, reserved, previous=None):
 
 
 def node_of(topology):
-    return dict((cpu, node['id']) for node in topology['numa_nodes'] for cpu in node['cpus'])
+    return dict((cpu, node['id']) for node in topology['numa_nodes'] for cpu in node_cpus(node))
 
 
 def check_rules(topology, reserved, services, plan):
@@ -203,7 +204,7 @@ def test_a_gpu_on_an_unknown_node_needs_a_pin_or_cross_numa(drawn, data):
     # With a pin, or with cross-NUMA allowed, it is placed (where the host has a free core).
     spec[data.draw(st.sampled_from(['node', 'allow_cross_numa']))] = True
     if spec['node'] is True:
-        spec['node'] = data.draw(st.sampled_from([n['id'] for n in topology['numa_nodes'] if n['cpus']]))
+        spec['node'] = data.draw(st.sampled_from([n['id'] for n in topology['numa_nodes'] if n['has_cpus']]))
     result = plan_or_error(topology, [spec], reserved)
     if isinstance(result, str):
         assert 'usable CPUs' in result

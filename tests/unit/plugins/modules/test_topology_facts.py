@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._topology import FAC
 from ansible_collections.gpufleet.core.plugins.modules import topology_facts
 
 from ...conftest import ModuleFail
+from ...support.topology import as_version_1
 
 
 def gather(run_module, paths, **extra):
@@ -32,15 +33,13 @@ def test_reference_a100_host(run_module, sim_host):
     cpu = topo['cpu']
     assert cpu['model'] == 'Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz'
     assert (cpu['sockets'], cpu['cores_per_socket'], cpu['threads_per_core']) == (2, 32, 1)
-    assert cpu['online'] == list(range(64))
     assert cpu['online_cpulist'] == '0-63'
-    assert cpu['offline'] == []
+    assert cpu['offline_cpulist'] == ''
     assert cpu['smt_siblings'][:2] == ['0', '1'] and len(cpu['smt_siblings']) == 64
 
     assert [node['id'] for node in topo['numa_nodes']] == [0, 1]
     node0, node1 = topo['numa_nodes']
-    assert node0['cpus'] == list(range(0, 32)) and node0['cpulist'] == '0-31'
-    assert node1['cpus'] == list(range(32, 64)) and node1['cpulist'] == '32-63'
+    assert node0['cpulist'] == '0-31' and node1['cpulist'] == '32-63'
     assert node0['has_cpus'] and node1['has_cpus']
     assert (node0['memory_total_mb'], node1['memory_total_mb']) == (524288, 524288)
     assert (node0['memory_free_mb'], node1['memory_free_mb']) == (501760, 509952)
@@ -151,15 +150,15 @@ def test_cpu_only_host_reports_cpu_facts_and_why_there_are_no_gpus(run_module, s
 def test_sysfs_quirks(run_module, sim_host):
     topo = gather(run_module, sim_host('quirks'))
     cpu = topo['cpu']
-    assert cpu['offline'] == [14, 15]
+    assert cpu['offline_cpulist'] == '14-15'
     assert cpu['online_cpulist'] == '0-13'
     assert cpu['cores_per_socket'] == 7  # 8 cores per socket, one of each offline
     # Sparse node ids and a CPU-less memory-only node.
     assert [node['id'] for node in topo['numa_nodes']] == [0, 2, 4]
     node0, node2, node4 = topo['numa_nodes']
     assert node0['cpulist'] == '0,2,4,6,8,10,12'
-    assert node2['cpus'] == [1, 3, 5, 7, 9, 11, 13]
-    assert (node4['cpus'], node4['cpulist'], node4['has_cpus']) == ([], '', False)
+    assert node2['cpulist'] == '1,3,5,7,9,11,13'
+    assert (node4['cpulist'], node4['has_cpus']) == ('', False)
     assert node4['memory_total_mb'] == 262144
     assert node4['distances'] == [50, 50, 10]
 
@@ -264,7 +263,7 @@ def test_the_fact_has_exactly_the_documented_top_level_keys_and_its_version(run_
     topo = gather(run_module, sim_host(host))
     documented = documented_fact()
     assert sorted(topo) == sorted(documented)
-    assert topo['version'] == FACT_VERSION == documented['version']['sample'] == 1
+    assert topo['version'] == FACT_VERSION == documented['version']['sample'] == 2
     assert all(documented[key].get('returned') == 'always' for key in documented)
     # The model reads what the module writes.
     assert Topology(topo).version == FACT_VERSION
@@ -273,11 +272,45 @@ def test_the_fact_has_exactly_the_documented_top_level_keys_and_its_version(run_
 def test_a_fact_of_another_version_is_refused_and_one_without_a_version_is_version_1(run_module, sim_host):
     topo = gather(run_module, sim_host('single-h200'))
     with pytest.raises(TopologyModelError) as caught:
-        Topology(dict(topo, version=2))
-    assert 'layout version 2' in str(caught.value) and 'gather it again with gpufleet.core.topology_facts' in str(caught.value)
-    cached = dict((key, value) for key, value in topo.items() if key not in ('version', 'schema_version'))
-    model = Topology(cached)
+        Topology(dict(topo, version=3))
+    assert 'layout version 3' in str(caught.value) and 'gather it again with gpufleet.core.topology_facts' in str(caught.value)
+    model = Topology(as_version_1(topo))
     assert model.version == 1
     mig = [uuid for uuid, device in model.devices.items() if device['mig']]
     assert mig and all(model.devices[uuid]['parent'] == topo['gpus'][0]['uuid'] for uuid in mig)
     assert all(model.resolve(uuid)[0]['profile'] for uuid in mig)
+
+
+@pytest.mark.parametrize('host', ['reference-a100', 'dgx-h100', 'quirks'])
+def test_a_version_1_fact_cached_by_an_earlier_release_gives_the_same_model(run_module, sim_host, host):
+    topo = gather(run_module, sim_host(host))
+    new, old = Topology(topo), Topology(as_version_1(topo))
+    assert (old.version, new.version) == (1, 2)
+    assert (old.nodes, old.node_cpus, old.cores, old.core_of) == (new.nodes, new.node_cpus, new.cores, new.core_of)
+    # Each device also holds its GPU's fact dict, which differs by the integer lists.
+    assert [dict(d, gpu=None) for d in old.devices.values()] == [dict(d, gpu=None) for d in new.devices.values()]
+
+
+def _values(value):
+    if isinstance(value, dict):
+        return 1 + sum(_values(item) for item in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_values(item) for item in value)
+    return 1
+
+
+def _keys(value):
+    if isinstance(value, dict):
+        return set(value) | set(key for item in value.values() for key in _keys(item))
+    if isinstance(value, list):
+        return set(key for item in value for key in _keys(item))
+    return set()
+
+
+def test_the_fact_carries_cpu_sets_as_strings_only(run_module, sim_host):
+    # Version 1 of the 8x H100 host's fact had 2,114 values, 1,344 of them CPU numbers in lists the module's
+    # result scrub walked for nothing.
+    topo = gather(run_module, sim_host('dgx-h100'))
+    assert not _keys(topo) & {'cpus', 'local_cpus', 'online', 'offline', 'schema_version'}
+    assert _values(topo) < 800
+    assert _values(as_version_1(topo)) > 2000

@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 import subprocess
 
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import parse_cpulist
 from ansible_collections.gpufleet.core.plugins.modules import topology_facts
 
 
@@ -26,13 +27,13 @@ def test_live_host_matches_lscpu(run_module, sim_hosts):
     result = run_module(topology_facts, {})
     topo = result['ansible_facts']['gpufleet_topology']
     rows = lscpu_rows()
-    assert topo['cpu']['online'] == sorted(cpu for cpu, _core, _socket, _node in rows)
+    assert parse_cpulist(topo['cpu']['online_cpulist']) == sorted(cpu for cpu, _core, _socket, _node in rows)
     assert topo['cpu']['sockets'] == len(set(socket for _cpu, _core, socket, _node in rows))
     assert topo['cpu']['threads_per_core'] * topo['cpu']['cores_per_socket'] * topo['cpu']['sockets'] == len(rows)
     by_node = {}
     for cpu, _core, _socket, node in rows:
         by_node.setdefault(node, []).append(cpu)
-    cpu_nodes = dict((node['id'], node['cpus']) for node in topo['numa_nodes'] if node['has_cpus'])
+    cpu_nodes = dict((node['id'], parse_cpulist(node['cpulist'])) for node in topo['numa_nodes'] if node['has_cpus'])
     assert cpu_nodes == dict((node, sorted(cpus)) for node, cpus in by_node.items())
     # Sandboxes can show a different /proc/meminfo from the nodes' meminfo, so only sanity-check memory.
     for node in topo['numa_nodes']:
