@@ -7,7 +7,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._mps import mps_client_env, mps_plan
+
+# Imported on first use, as in placement.py: loading one filter loads every filter file.
+def mps_plan(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._mps import mps_plan as run
+    return run(*args, **kwargs)
+
+
+def mps_client_env(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._mps import mps_client_env as run
+    return run(*args, **kwargs)
 
 
 class FilterModule:

@@ -7,7 +7,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import place_services, service_units
+
+# The planner is imported on first use: ansible-core imports every filter file of the collection to find any one
+# filter, in every worker, compiling from source.
+def place_services(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import place_services as run
+    return run(*args, **kwargs)
+
+
+def service_units(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import service_units as run
+    return run(*args, **kwargs)
 
 
 class FilterModule:

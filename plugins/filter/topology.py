@@ -7,11 +7,21 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._topology import (
-    cpulist_compact,
-    cpulist_expand,
-    gpu_numa_cpulist,
-)
+
+# Imported on first use, as in placement.py: loading one filter loads every filter file.
+def cpulist_expand(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._topology import cpulist_expand as run
+    return run(*args, **kwargs)
+
+
+def cpulist_compact(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._topology import cpulist_compact as run
+    return run(*args, **kwargs)
+
+
+def gpu_numa_cpulist(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._topology import gpu_numa_cpulist as run
+    return run(*args, **kwargs)
 
 
 class FilterModule:

@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Controller-side access to the placement planner and the plan contract: turns their errors into AnsibleFilterError.
+"""Controller-side access to the placement planner and the plan contract.
 
+The filters turn their errors into AnsibleFilterError; the service_plan action plans and joins in one step and
+turns them into AnsibleActionFail.
 This is a private module: its API may change without notice.
 """
 
@@ -12,17 +14,24 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import service_units as join_units
 
+TOPOLOGY_NEEDED = "the input must be ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts"
+
+
+class ServicePlanError(Exception):
+    """A plan that cannot be made; the message names the fix."""
+
 
 def place_services(topology, services, reserved_cpus=None, previous=None, mps_daemons=None):
     if not isinstance(topology, dict) or 'numa_nodes' not in topology:
-        raise AnsibleFilterError('gpufleet.core.place_services: the input must be '
-                                 "ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts")
+        raise AnsibleFilterError('gpufleet.core.place_services: %s' % TOPOLOGY_NEEDED)
     try:
         return place(topology, services, reserved_cpus, previous, mps_daemons)
     except PlacementError as exc:
@@ -34,3 +43,37 @@ def service_units(plan, services, unit_prefix='gpufleet-svc-', user_prefix='gpuf
         return join_units(plan, services, unit_prefix, user_prefix, container_runtime)
     except PlanError as exc:
         raise AnsibleFilterError('gpufleet.core.service_units: %s' % exc)
+
+
+def previous_plan(text, where):
+    """The previous plan as read back from the host: None for no text, else its JSON (a document or a list)."""
+    if text is None or isinstance(text, (dict, list)):
+        return text
+    if not isinstance(text, str):
+        raise ServicePlanError('previous must be the plan document (or its JSON text) as read back from the plan '
+                               'file, got %s' % type(text).__name__)
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ServicePlanError('%s is not JSON (%s); it should be the plan the gpufleet.core.gpu_services role '
+                               'wrote: remove it to place every service afresh' % (where, exc))
+
+
+def plan_services(topology, services, reserved_cpus=None, previous=None, mps_daemons=None,
+                  unit_prefix='gpufleet-svc-', user_prefix='gpufleet-', container_runtime='podman'):
+    """place_services and service_units in one step: {'units', 'plan'}, or ServicePlanError.
+
+    Each unit holds its placement, and the plan document holds them all: the placements are not returned a third
+    time, since every copy in a task's result is copied again for its register and its callbacks, per host.
+    """
+    if not isinstance(topology, dict) or 'numa_nodes' not in topology:
+        raise ServicePlanError('the host has no gpufleet_topology fact: run gpufleet.core.topology_facts first, or '
+                               'pass topology (%s)' % TOPOLOGY_NEEDED[len('the input must be '):])
+    try:
+        placements = place(topology, services, reserved_cpus, previous, mps_daemons)
+        joined = join_units(placements, services, unit_prefix, user_prefix, container_runtime)
+    except (PlacementError, PlanError) as exc:
+        raise ServicePlanError(str(exc))
+    return {'units': joined['units'], 'plan': joined['plan']}

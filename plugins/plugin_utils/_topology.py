@@ -14,14 +14,14 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
-from ansible_collections.gpufleet.core.plugins.module_utils._topology import TopologyModelError, gpu_node_cpus
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist, parse_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
 
 def _guarded(name, call, *args):
     try:
         return call(*args)
-    except (CpuListError, TopologyModelError) as exc:
+    except GpufleetError as exc:  # CpuListError, TopologyModelError: messages that name the fix
         raise AnsibleFilterError('gpufleet.core.%s: %s' % (name, exc))
 
 
@@ -39,4 +39,6 @@ def gpu_numa_cpulist(topology, gpu):
     if not isinstance(topology, dict) or 'gpus' not in topology:
         raise AnsibleFilterError('gpufleet.core.gpu_numa_cpulist: the input must be '
                                  "ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts")
+    # The topology model is imported only by the filter that needs it: the CPU-list filters are used far more.
+    from ansible_collections.gpufleet.core.plugins.module_utils._topology import gpu_node_cpus
     return format_cpulist(_guarded('gpu_numa_cpulist', gpu_node_cpus, topology, gpu))
