@@ -28,6 +28,8 @@ class CpuListError(GpufleetError, ValueError):
 
 # A list element: a CPU number or a low-high range, ASCII digits only (int() would also take '+3' and other scripts).
 _ELEMENT = re.compile(r'\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?', re.ASCII)
+# A whole list as the kernel writes it (no spaces): the common case, parsed without a match per element.
+_PLAIN_LIST = re.compile(r'[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*', re.ASCII)
 # Far above any kernel's NR_CPUS: a larger number is a typo, and expanding it would exhaust memory.
 MAX_CPU = 65535
 
@@ -42,6 +44,10 @@ def parse_cpulist(text):
     An empty or whitespace-only string is an empty set, as the kernel writes
     for a CPU-less NUMA node.
     """
+    if isinstance(text, str) and _PLAIN_LIST.fullmatch(text):
+        found = _parse_plain(text)
+        if found is not None:
+            return found
     if text is None:
         raise CpuListError("CPU list is missing (got None)")
     if isinstance(text, bool) or not isinstance(text, (str, int)):
@@ -69,6 +75,22 @@ def parse_cpulist(text):
     return sorted(cpus)
 
 
+def _parse_plain(text):
+    """A list _PLAIN_LIST matched, parsed; None when a range is backwards or too high, for parse_cpulist to word."""
+    cpus = set()
+    for part in text.split(','):
+        first, dash, last = part.partition('-')
+        first = int(first)
+        last = int(last) if dash else first
+        if last < first or last > MAX_CPU:
+            return None
+        if dash:
+            cpus.update(range(first, last + 1))
+        else:
+            cpus.add(first)
+    return sorted(cpus)
+
+
 def _cpu_number(cpu):
     """One CPU of a list given to format_cpulist: an int, or a string of digits as ``-e`` passes numbers."""
     if isinstance(cpu, str) and re.fullmatch(r'[0-9]+', cpu.strip(), re.ASCII):
@@ -84,7 +106,14 @@ def format_cpulist(cpus):
     """Format CPU numbers as the kernel does: ``[0, 1, 2, 3, 8]`` -> ``0-3,8``."""
     if isinstance(cpus, (str, bytes, dict)) or not hasattr(cpus, '__iter__'):
         raise CpuListError("expected a list of CPU numbers, got %r (a %s)" % (cpus, _kind(cpus)))
-    ordered = sorted(set(_cpu_number(cpu) for cpu in cpus))
+    # Plain CPU numbers, the usual case: nothing to convert (the class test leaves out bools, which _cpu_number refuses).
+    if isinstance(cpus, list) and all(cpu.__class__ is int and cpu >= 0 for cpu in cpus):
+        return format_sorted(sorted(set(cpus)))
+    return format_sorted(sorted(set(_cpu_number(cpu) for cpu in cpus)))
+
+
+def format_sorted(ordered):
+    """format_cpulist for CPU numbers already checked, sorted and unique (the planner's own lists), unchecked."""
     ranges = []
     start = previous = None
     for cpu in ordered:

@@ -37,6 +37,10 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_INTEGER = re.compile(r'-?[0-9]+')
+_DECIMAL = re.compile(r'[0-9]+\.[0-9]+')
+
+
 def _from_string(value, decimals=False):
     """A number given as a string, as ``-e`` passes every value, as that number; any other VALUE as it is.
 
@@ -45,9 +49,9 @@ def _from_string(value, decimals=False):
     """
     if not isinstance(value, str):
         return value
-    if re.fullmatch(r'-?[0-9]+', value):
+    if _INTEGER.fullmatch(value):
         return int(value)
-    if decimals and re.fullmatch(r'[0-9]+\.[0-9]+', value):
+    if decimals and _DECIMAL.fullmatch(value):
         return float(value)
     return value
 

@@ -21,14 +21,16 @@ __metaclass__ = type
 
 import json
 import re
+from itertools import chain
 
-from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist, format_sorted
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
 # -- the service spec ----------------------------------------------------------------------------------------
 
 # A service's name names its unit, user and files.
 SERVICE_NAME_PATTERN = r'[a-z0-9][a-z0-9_-]{0,62}'
+_SERVICE_NAME = re.compile(SERVICE_NAME_PATTERN)
 MEMORY_POLICIES = ('bind', 'preferred', 'interleave')
 DEFAULT_MEMORY_POLICY = 'bind'
 DEFAULT_CPUS = 4
@@ -66,7 +68,7 @@ class PlanError(GpufleetError, ValueError):
 
 
 def is_service_name(name):
-    return isinstance(name, str) and re.fullmatch(SERVICE_NAME_PATTERN, name) is not None
+    return isinstance(name, str) and _SERVICE_NAME.fullmatch(name) is not None
 
 
 def memory_nodes(policy, cpu_nodes, numa_node, gpu_nodes):
@@ -170,6 +172,11 @@ def check_services(services, user_prefix):
 
 def explain(topology, spec, entry, why):
     """One sentence: which devices, which node, why these CPUs and memory nodes."""
+    return _explain(topology, spec, entry, why, set(topology.core_of[cpu] for cpu in entry['cpus']))
+
+
+def _explain(topology, spec, entry, why, cores):
+    """explain() with the entry's cores ((node, core) pairs, each once) known."""
     if spec.mode == 'mps':
         env = entry['mps']['environment']
         limits = []
@@ -184,11 +191,11 @@ def explain(topology, spec, entry, why):
                               'exclusive' if spec.exclusive else 'shared')
     else:
         devices = 'CPU-only'
-    nodes = sorted(set(topology.core_of[cpu][0] for cpu in entry['cpus']))
+    nodes = sorted(set(key[0] for key in cores))
     node_text = 'node %d' % nodes[0] if len(nodes) == 1 else 'nodes %s' % ', '.join(str(n) for n in nodes)
-    cores = len(set(topology.core_of[cpu] for cpu in entry['cpus']))
+    count = len(cores)
     return '%s, on NUMA %s: CPUs %s (%d whole core%s) from %s, %s, lowest free first; memory %s to node%s %s.' % (
-        devices, node_text, entry['cpulist'], cores, '' if cores == 1 else 's', node_text, why, spec.policy,
+        devices, node_text, entry['cpulist'], count, '' if count == 1 else 's', node_text, why, spec.policy,
         '' if len(entry['mems']) == 1 else 's', entry['memlist'])
 
 
@@ -199,7 +206,7 @@ def entry(topology, spec, placement, share=None):
     ``share`` is (normalised MPS daemon, client environment) for an MPS share.
     """
     uuids = placement.devices
-    cpus = sorted(cpu for key in placement.cores for cpu in key[1])
+    cpus = sorted(chain.from_iterable(core for node, core in placement.cores))
     gpu_nodes = [topology.devices[u]['node'] for u in uuids]
     mems = memory_nodes(spec.policy, placement.cpu_nodes, placement.numa_node, gpu_nodes)
     parents = []
@@ -219,7 +226,7 @@ def entry(topology, spec, placement, share=None):
         'gpu_uuids': parents,
         'numa_node': placement.numa_node,
         'cpus': cpus,
-        'cpulist': format_cpulist(cpus),
+        'cpulist': format_sorted(cpus),  # the topology's CPU numbers: checked, and sorted here
         'mems': mems,
         'memlist': format_cpulist(mems),
         'memory_policy': spec.policy,
@@ -227,7 +234,8 @@ def entry(topology, spec, placement, share=None):
         'mps': mps,
         'environment': environment,
     }
-    found['explanation'] = explain(topology, spec, found, placement.why)
+    # The planner's cores are whole cores, each once: what explain() would find from the CPUs.
+    found['explanation'] = _explain(topology, spec, found, placement.why, placement.cores)
     return found
 
 

@@ -8,6 +8,11 @@
 The rules are listed in _placement's docstring. Allocation and the reuse of a previous placement (``keep``) share
 one set of checks: ``device_fits``, ``nodes_for``, ``_plan.memory_nodes``, ``usable_cores`` and ``pack``, so a new
 rule is written once. MPS daemons are held in one form, the one ``_mps.plan`` returns.
+
+The planner is incremental: what a choice reads is kept up to date by ``claim`` (each node's unclaimed cores, in
+order, so a node's free core count is their number) or built once per plan (the device pool of each kind, by node,
+in ``sort`` order), never rescanned per service.
+
 This is a private module: its API may change without notice.
 """
 
@@ -64,16 +69,27 @@ class Planner:
         self.reserved_cores = set(topology.core_of[cpu] for cpu in reserved if cpu in topology.core_of)
         self.daemons = daemons
         self.gpu_users = {}   # device UUID -> [(service, exclusive)]
+        self.held_exclusively = set()  # the device UUIDs with an exclusive user
+        self.use_count = dict.fromkeys(topology.devices, 0)  # device UUID -> len(gpu_users[UUID])
         self.core_users = {}  # (node, core) -> [(service, allows overlap)]
         self.mps_users = {}   # MPS device -> [service]
+        self.cpu_nodes = topology.cpu_nodes()
+        # node -> its cores neither reserved nor claimed, in order; claim() takes cores out.
+        self.unclaimed = dict((node, [core for core in cores if (node, core) not in self.reserved_cores])
+                              for node, cores in topology.cores.items())
+        self.pools = {}  # (mode, profile) -> pool(), built on first use
 
     # -- what is free ----------------------------------------------------------------------------------------
 
     def free_cores(self, node_id):
-        return sum(1 for core in self.topology.cores.get(node_id, ())
-                   if (node_id, core) not in self.reserved_cores and not self.core_users.get((node_id, core)))
+        """The node's cores neither reserved nor claimed."""
+        return len(self.unclaimed.get(node_id, ()))
 
     def usable_cores(self, node_id, overlap):
+        """The node's cores a service may take, in order: the unclaimed ones, and with overlap the ones whose
+        users all allow it too."""
+        if not overlap:
+            return list(self.unclaimed.get(node_id, ()))
         found = []
         for core in self.topology.cores.get(node_id, ()):
             key = (node_id, core)
@@ -84,9 +100,13 @@ class Planner:
                 found.append(core)
         return found
 
+    def unavailable(self, exclusive):
+        """The devices a request may not take: any used one for an exclusive request, one with an exclusive user
+        for a shareable one (a container of UUIDs)."""
+        return self.gpu_users if exclusive else self.held_exclusively
+
     def device_free(self, uuid, exclusive):
-        users = self.gpu_users.get(uuid, [])
-        return not users if exclusive else not any(user[1] for user in users)
+        return uuid not in self.unavailable(exclusive)
 
     def direct_use(self, uuid):
         """May a service use this device without MPS? Not a whole GPU in MIG mode, not one MPS serves."""
@@ -114,6 +134,20 @@ class Planner:
             return (2, 0, 0)
         return (0 if node_id == spec.node else 1, -self.free_cores(node_id), node_id)
 
+    def pool(self, spec):
+        """The UUIDs of the devices of the spec's kind usable without MPS, in ``sort`` order, and the same by node;
+        built once per kind and plan (both depend only on the host and the daemons)."""
+        key = (spec.mode, spec.profile)
+        if key not in self.pools:
+            devices = sorted((d for d in self.topology.devices.values()
+                              if self.device_kind_fits(spec, d) and self.direct_use(d['uuid'])),
+                             key=lambda d: d['sort'])
+            by_node = {}
+            for device in devices:
+                by_node.setdefault(device['node'], []).append(device['uuid'])
+            self.pools[key] = ([d['uuid'] for d in devices], by_node)
+        return self.pools[key]
+
     # -- nodes -----------------------------------------------------------------------------------------------
 
     def nodes_for(self, spec, uuids, hint=None):
@@ -127,9 +161,9 @@ class Planner:
         known = sorted(n for n in gpu_nodes if n is not None)
         unknown = [u for u in uuids if host.devices[u]['node'] is None]
         if not uuids:
-            node = spec.node if spec.node is not None else (hint if hint in host.cpu_nodes() else None)
+            node = spec.node if spec.node is not None else (hint if hint in self.cpu_nodes else None)
             if node is None:
-                choices = sorted(host.cpu_nodes(), key=lambda n: self.node_rank(spec, n))
+                choices = sorted(self.cpu_nodes, key=lambda n: self.node_rank(spec, n))
                 if not choices:
                     raise Unplaceable('this host has no NUMA node with CPUs')
                 node = choices[0]
@@ -159,7 +193,7 @@ class Planner:
         if not nodes:
             node = hint if hint is not None and host.has_cpus(hint) else None
             if node is None:
-                choices = sorted(host.cpu_nodes(), key=lambda n: self.node_rank(spec, n))
+                choices = sorted(self.cpu_nodes, key=lambda n: self.node_rank(spec, n))
                 if not choices:
                     raise Unplaceable('this host has no NUMA node with CPUs')
                 node = choices[0]
@@ -181,26 +215,24 @@ class Planner:
 
     def choose_devices(self, spec):
         """Devices for a count or MIG-profile request, by the documented preference."""
-        host = self.topology
-        pool = [d for d in host.devices.values() if self.device_kind_fits(spec, d) and self.direct_use(d['uuid'])]
+        pool, pool_by_node = self.pool(spec)
         if spec.mode == 'count':
             what = 'whole GPU%s' % ('s' if spec.count > 1 else '')
         else:
             what = 'MIG device%s of profile %s' % ('s' if spec.count > 1 else '', spec.profile)
-        free = [d for d in pool if self.device_free(d['uuid'], spec.exclusive)]
 
-        def order(device):
-            return (len(self.gpu_users.get(device['uuid'], [])), device['sort'])
-
-        by_node = {}
-        for device in free:
-            by_node.setdefault(device['node'], []).append(device)
-        for devices in by_node.values():
-            devices.sort(key=order)
+        users = self.use_count.__getitem__
+        taken = self.unavailable(spec.exclusive)
+        by_node = {}  # node -> its free devices, the least shared first, then in ``sort`` order (a stable sort)
+        for node, uuids in pool_by_node.items():
+            free = [uuid for uuid in uuids if uuid not in taken]
+            if free:
+                free.sort(key=users)
+                by_node[node] = free
 
         def rank(node):
             # Unshared devices before shared ones, so shareable services spread over the GPUs first.
-            shared = sum(len(self.gpu_users.get(d['uuid'], [])) for d in by_node[node][:spec.count])
+            shared = sum(map(users, by_node[node][:spec.count]))
             pinned, free, node_id = self.node_rank(spec, node)
             return (pinned, shared, free, node_id)
 
@@ -208,26 +240,27 @@ class Planner:
             nodes = sorted(by_node, key=rank)
             whole = [n for n in nodes if n is not None and len(by_node[n]) >= spec.count]
             if whole:
-                return [d['uuid'] for d in by_node[whole[0]][:spec.count]]
-            chosen = [d for n in nodes for d in by_node[n]]
+                return by_node[whole[0]][:spec.count]
+            chosen = [uuid for n in nodes for uuid in by_node[n]]
             if len(chosen) >= spec.count:
-                return [d['uuid'] for d in chosen[:spec.count]]
+                return chosen[:spec.count]
         else:
-            allowed = [spec.node] if spec.node is not None else host.cpu_nodes()
+            allowed = [spec.node] if spec.node is not None else self.cpu_nodes
             nodes = sorted((n for n in allowed if len(by_node.get(n, ())) >= spec.count), key=rank)
             if nodes:
-                return [d['uuid'] for d in by_node[nodes[0]][:spec.count]]
+                return by_node[nodes[0]][:spec.count]
         raise Unplaceable(self._short_of_devices(spec, what, pool, by_node))
 
     def _short_of_devices(self, spec, what, pool, by_node):
         kind = 'exclusive' if spec.exclusive else 'shareable'
         where = 'on node %d' % spec.node if spec.node is not None else (
             'on any nodes' if spec.cross else 'on one NUMA node with CPUs')
+        node_of = dict((uuid, self.topology.devices[uuid]['node']) for uuid in pool)
         per_node = []
-        for node in sorted(set(d['node'] for d in pool), key=lambda n: (n is None, n)):
-            taken = ['%s taken by %s' % (d['uuid'], ', '.join(
-                '%s%s' % (name, ' (exclusive)' if excl else '') for name, excl in self.gpu_users[d['uuid']]))
-                for d in sorted(pool, key=lambda d: d['sort']) if d['node'] == node and d not in by_node.get(node, [])]
+        for node in sorted(set(node_of.values()), key=lambda n: (n is None, n)):
+            taken = ['%s taken by %s' % (uuid, ', '.join(
+                '%s%s' % (name, ' (exclusive)' if excl else '') for name, excl in self.gpu_users[uuid]))
+                for uuid in pool if node_of[uuid] == node and uuid not in by_node.get(node, [])]
             per_node.append('node %s: %d free%s' % ('unknown' if node is None else node, len(by_node.get(node, [])),
                                                     ' (%s)' % '; '.join(taken) if taken else ''))
         fixes = ['lower gpus']
@@ -236,7 +269,7 @@ class Planner:
         if spec.exclusive:
             fixes.append('share GPUs (exclusive: false on this and the other services)')
         fixes.append('or remove a service')
-        if not spec.cross and any(d['node'] is None for d in pool):
+        if not spec.cross and None in node_of.values():
             fixes.insert(1, 'name a GPU whose NUMA node is unknown in gpus with node: N')
         return 'needs %d %s (%s) %s, but %s; %s' % (
             spec.count, what, kind, where, ', '.join(per_node) or 'there are none',
@@ -280,11 +313,13 @@ class Planner:
         None when the cores cannot hold it.
         """
         taken = []
+        cpus = 0
         for core in cores:
-            if share != 'all' and sum(len(c) for c in taken) >= share:
+            if share != 'all' and cpus >= share:
                 break
             taken.append(core)
-        if not taken or (share != 'all' and sum(len(c) for c in taken) < share):
+            cpus += len(core)
+        if not taken or (share != 'all' and cpus < share):
             return None
         return taken
 
@@ -336,8 +371,14 @@ class Planner:
                 self.mps_users.setdefault(uuid, []).append(spec.name)
             else:
                 self.gpu_users.setdefault(uuid, []).append((spec.name, spec.exclusive))
+                self.use_count[uuid] = self.use_count.get(uuid, 0) + 1
+                if spec.exclusive:
+                    self.held_exclusively.add(uuid)
         for key in cores:
-            self.core_users.setdefault(key, []).append((spec.name, spec.overlap))
+            users = self.core_users.setdefault(key, [])
+            if not users and key not in self.reserved_cores:
+                self.unclaimed[key[0]].remove(key[1])
+            users.append((spec.name, spec.overlap))
 
     # -- the previous plan -----------------------------------------------------------------------------------
 
@@ -380,11 +421,13 @@ class Planner:
         if list(entry.get('mems') or []) != memory_nodes(spec.policy, cpu_nodes, numa_node, gpu_nodes):
             return None
         cores = []
+        seen = set()
         for cpu in cpus:
             key = host.core_of.get(cpu) if _is_int(cpu) else None
             if key is None:
                 return None
-            if key not in cores:
+            if key not in seen:
+                seen.add(key)
                 cores.append(key)
         if sorted(cpu for key in cores for cpu in key[1]) != cpus:
             return None  # not whole cores any more
