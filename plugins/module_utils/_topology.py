@@ -57,15 +57,24 @@ def _node_cpus(node, version):
 
 
 def _sibling_groups(texts):
-    """The kernel's SMT sibling lists ('0,64' or '0-1'), parsed; the common forms without the general parser."""
+    """The kernel's SMT sibling lists ('0,64', '5' or '0-1'), parsed.
+
+    The kernel's usual forms (two siblings, or one) skip the general parser: a host has one list per core, and this
+    runs for every plan.
+    """
     groups = []
+    append = groups.append
     for text in texts:
         if isinstance(text, str) and text.isascii():
             parts = text.split(',')
-            if all(part.isdigit() for part in parts):
-                groups.append(tuple(sorted(set(int(part) for part in parts))))
+            if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                low, high = int(parts[0]), int(parts[1])
+                append((low, high) if low < high else (high, low) if high < low else (low,))
                 continue
-        groups.append(tuple(parse_cpulist(text)))
+            if len(parts) == 1 and text.isdigit():
+                append((int(text),))
+                continue
+        append(tuple(parse_cpulist(text)))
     return groups
 
 
@@ -142,24 +151,25 @@ class Topology:
             for cpu in group:
                 siblings[cpu] = group
         self.cores = {}
-        self.core_of = {}
+        self.core_of = core_of = {}
         for node_id in self.nodes:
-            cpus = set(self.node_cpus[node_id])
-            found = set()
-            seen = set()
-            for cpu in self.node_cpus[node_id]:
+            node_cpus = self.node_cpus[node_id]
+            cpus = set(node_cpus)
+            placed = set()
+            cores = []
+            for cpu in node_cpus:
+                if cpu in placed:
+                    continue  # in a core found through a lower sibling
                 group = siblings.get(cpu, (cpu,))
-                if group in seen:
-                    continue  # its core is found already, through a sibling
-                seen.add(group)
                 # A core is its siblings within the node; a sibling on another node is a core of its own there.
-                found.add(group if cpus.issuperset(group) else tuple(c for c in group if c in cpus))
-            cores = sorted(found)
-            self.cores[node_id] = cores
-            for core in cores:
+                core = group if cpus.issuperset(group) else tuple(c for c in group if c in cpus)
+                placed.update(core)
                 key = (node_id, core)
-                for cpu in core:
-                    self.core_of[cpu] = key
+                for member in core:
+                    core_of[member] = key
+                cores.append(core)
+            cores.sort()
+            self.cores[node_id] = cores
 
     def _index_gpu(self, gpu, profiles):
         if not isinstance(gpu, dict) or not isinstance(gpu.get('uuid'), str):
