@@ -13,15 +13,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import shutil
-import tempfile
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.core.plugins.plugin_utils._helper_bundle import (
-    HelperBundleError, build, bundle_name, collection_version)
+    HelperBundleError, built_bundle, bundle_name, collection_version)
 
 ARGUMENT_SPEC = {
     'directory': {'type': 'path', 'required': True},
@@ -42,28 +40,23 @@ class ActionModule(ActionBase):
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             version = collection_version()
-            content, modules = build(version)
+            # Built once per run, in the run's local temporary directory (removed when the run ends).
+            source, modules = built_bundle(version, C.DEFAULT_LOCAL_TMP)
         except HelperBundleError as exc:
             raise AnsibleActionFail('gpufleet.core.helper_bundle: %s' % exc)
         name = bundle_name(version)
         dest = os.path.join(args['directory'], name)
-
-        local_tempdir = tempfile.mkdtemp(dir=C.DEFAULT_LOCAL_TMP)
+        copy_args = {'src': source, 'dest': dest, 'mode': args['mode']}
+        copy_args.update((key, args[key]) for key in ('owner', 'group') if args[key] is not None)
+        copy_task = self._task.copy()
+        copy_task.args = copy_args
+        # ansible.legacy, as the template action does: a local override of copy still applies.
+        copy_action = self._shared_loader_obj.action_loader.get(
+            'ansible.legacy.copy', task=copy_task, connection=self._connection, play_context=self._play_context,
+            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
         try:
-            source = os.path.join(local_tempdir, name)
-            with open(source, 'wb') as handle:
-                handle.write(content)
-            copy_args = {'src': source, 'dest': dest, 'mode': args['mode']}
-            copy_args.update((key, args[key]) for key in ('owner', 'group') if args[key] is not None)
-            copy_task = self._task.copy()
-            copy_task.args = copy_args
-            # ansible.legacy, as the template action does: a local override of copy still applies.
-            copy_action = self._shared_loader_obj.action_loader.get(
-                'ansible.legacy.copy', task=copy_task, connection=self._connection, play_context=self._play_context,
-                loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
             result = copy_action.run(task_vars=task_vars)
         finally:
-            shutil.rmtree(local_tempdir, ignore_errors=True)
             self._remove_tmp_path(self._connection._shell.tmpdir)
         if not result.get('failed'):
             result.update({'bundle': dest, 'name': name, 'version': version, 'modules': modules})

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import re
+import tempfile
 import zipfile
 
 import yaml
@@ -175,3 +176,28 @@ def build(version, source_dir=MODULE_UTILS_DIR):
         for name in sorted(files):
             bundle.writestr(_entry(name), files[name])
     return buffer.getvalue(), sorted(sources)
+
+
+def built_bundle(version, cache_dir):
+    """The bundle's path in cache_dir and its module_utils files, built by the first caller only.
+
+    The action passes the run's local temporary directory, which every worker of one ansible-playbook run shares,
+    so a run builds the bundle once however many hosts it installs it on. Workers that race both write the same
+    bytes, each through a rename; the file list is written after the bundle, so finding it means the bundle is there.
+    """
+    path = os.path.join(cache_dir, bundle_name(version))
+    listing = path + '.modules.json'
+    try:
+        with open(listing, 'r') as handle:
+            modules = json.load(handle)
+        if os.path.isfile(path):
+            return path, modules
+    except (IOError, OSError, ValueError):
+        pass
+    content, modules = build(version)
+    for target, data in ((path, content), (listing, json.dumps(modules).encode('utf-8'))):
+        descriptor, temporary = tempfile.mkstemp(dir=cache_dir, prefix='.%s.' % os.path.basename(target))
+        with os.fdopen(descriptor, 'wb') as handle:
+            handle.write(data)
+        os.replace(temporary, target)
+    return path, modules

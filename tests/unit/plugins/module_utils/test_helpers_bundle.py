@@ -184,3 +184,24 @@ def test_a_version_that_cannot_name_a_file_is_refused(tmp_path, galaxy):
 def test_without_metadata_the_version_is_unknown(tmp_path):
     with pytest.raises(HelperBundleError, match='the collection version is unknown'):
         collection_version(str(tmp_path))
+
+
+def test_a_run_builds_the_bundle_once_and_every_host_gets_the_same_file(tmp_path, monkeypatch):
+    builds = []
+    real_build = _helper_bundle.build
+
+    def counted(version):
+        builds.append(version)
+        return real_build(version)
+
+    monkeypatch.setattr(_helper_bundle, 'build', counted)
+    first = _helper_bundle.built_bundle(VERSION, str(tmp_path))
+    again = _helper_bundle.built_bundle(VERSION, str(tmp_path))
+    assert builds == [VERSION] and first == again
+    path, modules = first
+    assert os.path.basename(path) == bundle_name(VERSION)
+    assert (open(path, 'rb').read(), modules) == real_build(VERSION)
+    # A listing without its bundle (a run killed between the two renames) is built again.
+    os.remove(path)
+    assert _helper_bundle.built_bundle(VERSION, str(tmp_path)) == first and builds == [VERSION, VERSION]
+    assert sorted(os.listdir(str(tmp_path))) == [bundle_name(VERSION), bundle_name(VERSION) + '.modules.json']
