@@ -14,7 +14,12 @@ Quality: services whose CPUs are all on their GPU's node; services whose memory 
 the most services on one GPU; and services moved when the first service is removed (the planner gets the
 previous plan).
 
-usage: .venv/bin/python bench/placement.py [--hosts N] [--output docs/benchmarks/placement.md]
+Then a table by fleet size: 100, 1,000 and 10,000 hosts with 4, 16 and 64 services each (the 10,000 x 64 row only
+with --scale, it takes minutes), wall and CPU time and peak traced memory for each, to show that the cost grows
+linearly. Services draw their CPUs from 2, 4, 6, 8 and 12, less the counts that would not fit 64 services on a host
+(64 services get 2 CPUs each). The machine's load average (os.getloadavg) is reported with the results.
+
+usage: .venv/bin/python bench/placement.py [--hosts N] [--scale] [--no-sizes] [--output docs/benchmarks/placement.md]
 """
 
 import argparse
@@ -28,20 +33,29 @@ import tracemalloc
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 sys.path[:0] = [os.path.join(REPO, 'build', 'collections')]
 
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist, parse_cpulist  # noqa: E402
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import place  # noqa: E402
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import FACT_VERSION  # noqa: E402
 
 CORES, GPUS, SERVICES = 56, 8, 16
 RESERVED = '0,112'
+CPU_CHOICES = (2, 4, 6, 8, 12)
+# The usable CPUs of a host: 2 nodes of 56 cores with SMT, less the reserved core.
+USABLE_CPUS = 2 * 2 * CORES - 2
+SIZES = [(hosts, per_host) for hosts in (100, 1000, 10000) for per_host in (4, 16, 64)]
 
 
 def topology():
+    """The host's gpufleet_topology fact, in the layout topology_facts writes (version 2: CPU-list strings)."""
     threads = 2 * CORES
     nodes = []
     for node in range(2):
         first = node * CORES
         cpus = list(range(first, first + CORES)) + list(range(first + threads, first + threads + CORES))
-        nodes.append({'id': node, 'cpus': cpus, 'cpulist': '', 'has_cpus': True})
+        nodes.append({'id': node, 'cpulist': format_cpulist(cpus), 'has_cpus': True})
     return {
+        'version': FACT_VERSION,
+        # One sibling list per core, as the kernel's thread_siblings_list gives it.
         'cpu': {'smt_siblings': ['%d,%d' % (cpu, cpu + threads) for cpu in range(threads)]},
         'numa_nodes': nodes,
         'gpus': [{'index': i, 'uuid': 'GPU-%08x-0000-4000-8000-%012d' % (i, i), 'numa_node': i // 4,
@@ -50,21 +64,24 @@ def topology():
     }
 
 
-def services(host):
+def services(host, count=SERVICES):
+    """COUNT shareable one-GPU services, drawn from the host's seed; CPU counts that could not fit COUNT services on
+    the host are left out."""
     rng = random.Random(host)
-    return [{'name': 'svc%02d' % i, 'gpus': 1, 'exclusive': False, 'cpus': rng.choice([2, 4, 6, 8, 12]),
-             'command': '/usr/bin/serve'} for i in range(SERVICES)]
+    choices = [cpus for cpus in CPU_CHOICES if cpus * count <= USABLE_CPUS]
+    return [{'name': 'svc%02d' % i, 'gpus': 1, 'exclusive': False, 'cpus': rng.choice(choices),
+             'command': '/usr/bin/serve'} for i in range(count)]
 
 
 def everything_on_gpu0(topo, specs):
-    every = sorted(cpu for node in topo['numa_nodes'] for cpu in node['cpus'])
+    every = sorted(cpu for node in topo['numa_nodes'] for cpu in parse_cpulist(node['cpulist']))
     nodes = [node['id'] for node in topo['numa_nodes']]
     return [{'name': s['name'], 'gpus': [topo['gpus'][0]['uuid']], 'cpus': every, 'mems': nodes} for s in specs]
 
 
 def round_robin(topo, specs):
-    order = sorted(cpu for node in topo['numa_nodes'] for cpu in node['cpus'])
-    node_of = dict((cpu, node['id']) for node in topo['numa_nodes'] for cpu in node['cpus'])
+    order = sorted(cpu for node in topo['numa_nodes'] for cpu in parse_cpulist(node['cpulist']))
+    node_of = dict((cpu, node['id']) for node in topo['numa_nodes'] for cpu in parse_cpulist(node['cpulist']))
     plan, at = [], 0
     for i, spec in enumerate(specs):
         cpus = [order[(at + k) % len(order)] for k in range(spec['cpus'])]
@@ -75,7 +92,7 @@ def round_robin(topo, specs):
 
 
 def quality(topo, plans):
-    node_of = dict((cpu, node['id']) for node in topo['numa_nodes'] for cpu in node['cpus'])
+    node_of = dict((cpu, node['id']) for node in topo['numa_nodes'] for cpu in parse_cpulist(node['cpulist']))
     gpu_node = dict((g['uuid'], g['numa_node']) for g in topo['gpus'])
     total = cpu_local = mem_local = most = 0
     for plan in plans:
@@ -96,23 +113,59 @@ def moved(before, after):
     return sum(1 for e in after if kept[e['name']] != (e['gpus'], e['cpus']))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--hosts', type=int, default=1000)
-    parser.add_argument('--output')
-    args = parser.parse_args()
-    topo = topology()
-    fleet = [services(host) for host in range(args.hosts)]
-
-    start = time.perf_counter()
+def measure(topo, fleet):
+    """Plan every host: timed (wall and CPU time), then again under tracemalloc holding every plan, as a controller
+    holds hostvars. Returns the plans, wall seconds, CPU seconds and the peak traced bytes."""
+    wall, cpu = time.perf_counter(), time.process_time()
     plans = [place(topo, specs, reserved_cpus=RESERVED) for specs in fleet]
-    elapsed = time.perf_counter() - start
-
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     tracemalloc.start()
     kept = [place(topo, specs, reserved_cpus=RESERVED) for specs in fleet]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert kept == plans, 'the planner is not deterministic'
+    del kept
+    return plans, wall, cpu, peak
+
+
+def sizes_table(topo, scale):
+    """Wall time, CPU time and peak traced memory by hosts x services per host."""
+    lines = [
+        '| hosts | services per host | services | wall time | CPU time | wall time per service | peak traced memory |',
+        '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ]
+    for hosts, per_host in SIZES:
+        if (hosts, per_host) == (10000, 64) and not scale:
+            lines.append('| 10000 | 64 | 640000 | (run with --scale) | | | |')
+            continue
+        fleet = [services(host, per_host) for host in range(hosts)]
+        plans, wall, cpu, peak = measure(topo, fleet)
+        del plans
+        total = hosts * per_host
+        lines.append('| %d | %d | %d | %.2f s | %.2f s | %.1f us | %.1f MiB |' % (
+            hosts, per_host, total, wall, cpu, 1e6 * wall / total, peak / 1048576.0))
+        print(lines[-1])
+        sys.stdout.flush()
+    return lines
+
+
+def load_note(before, after):
+    return 'Load average (1, 5, 15 min) before the runs: %s; after: %s; %d CPUs.' % (
+        ', '.join('%.2f' % x for x in before), ', '.join('%.2f' % x for x in after), os.cpu_count() or 0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--hosts', type=int, default=1000)
+    parser.add_argument('--scale', action='store_true', help='also the 10,000 hosts x 64 services row (minutes)')
+    parser.add_argument('--no-sizes', action='store_true', help='only the quality table and the headline run')
+    parser.add_argument('--output')
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    topo = topology()
+    fleet = [services(host) for host in range(args.hosts)]
+
+    plans, elapsed, cpu, peak = measure(topo, fleet)
 
     rows = []
     for label, strategy in (('gpufleet.core.place_services', None), ('everything on GPU0 (before)', everything_on_gpu0),
@@ -135,26 +188,50 @@ def main():
         '| --- | --- | --- | --- | --- |',
     ] + rows + [
         '',
-        'Planner: %d hosts x %d GPUs x %d services (%d services) in %.2f s (%.2f ms per host, %.0f services/s); '
-        'peak traced memory %.1f MiB holding every plan.' % (
-            args.hosts, GPUS, SERVICES, services_total, elapsed, 1000 * elapsed / args.hosts,
+        'Planner: %d hosts x %d GPUs x %d services (%d services) in %.2f s wall, %.2f s CPU (%.2f ms per host, '
+        '%.0f services/s); peak traced memory %.1f MiB holding every plan.' % (
+            args.hosts, GPUS, SERVICES, services_total, elapsed, cpu, 1000 * elapsed / args.hosts,
             services_total / elapsed, peak / 1048576.0),
     ]
     print('\n'.join(lines))
+    sys.stdout.flush()
+    sizes = []
+    if not args.no_sizes:
+        sizes = ['', '## By fleet size', ''] + sizes_table(topo, args.scale)
+    note = load_note(load_before, os.getloadavg())
+    print(note)
     if args.output:
         with open(args.output, 'w') as handle:
-            handle.write(render(lines, args.hosts))
+            handle.write(render(lines + sizes, note, args))
 
 
-def render(lines, hosts):
+def render(lines, note, args):
+    command = ' '.join(['.venv/bin/python bench/placement.py', '--hosts %d' % args.hosts] + (
+        ['--scale'] if args.scale else []) + (['--no-sizes'] if args.no_sizes else []))
     return '\n'.join([
         '# Benchmark: NUMA-aware placement against the before-state and round-robin',
         '',
-        'Made by `.venv/bin/python bench/placement.py --hosts %d` (%s) on %s, Python %s.' % (
-            hosts, datetime.date.today().isoformat(), 'this development machine: 2 CPUs shared with other jobs',
-            sys.version.split()[0]),
+        'Made by `%s` (%s) on %s, Python %s.' % (
+            command, datetime.date.today().isoformat(), 'this development machine: %d CPUs shared with other jobs'
+            % (os.cpu_count() or 0), sys.version.split()[0]),
         '',
-    ] + lines + ['']) + '\n'
+    ] + lines + ['', note, ''] + ABOUT) + '\n'
+
+
+ABOUT = [
+    'Each synthetic host is DGX-like: 2 NUMA nodes of 56 cores with SMT, 8 GPUs (4 per node), shareable one-GPU',
+    'services of 2 to 12 CPUs (2 each for 64 services, which is what fits), CPUs 0 and 112 reserved. "Everything on',
+    'GPU0" is the reference deployment\'s before-state: every service on GPU0 with CPUs and memory unbound.',
+    'Round-robin puts service i on GPU i mod 8 and takes CPUs in order from CPU 0, memory following the CPUs. The',
+    'planner\'s removal column is with `previous`; a round-robin re-plan shifts every later service. The before-state',
+    'moves nothing because it binds nothing.',
+    '',
+    'Wall time is the timed pass alone; CPU time is the process\'s CPU time over the same pass, which other jobs on the',
+    'machine disturb less. The peak memory is traced Python allocations (tracemalloc, a second pass holding every',
+    'plan), not RSS. Each placement builds its Topology from the fact, which is part of every time here: a host costs',
+    'a fixed part (the Topology, the specs) and a part per service, so the time per service falls as the services per',
+    'host grow, and stays flat as the hosts grow.',
+]
 
 
 if __name__ == '__main__':
