@@ -21,16 +21,48 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import (
     ServicePlanError, plan_services, previous_plan)
 
-ARGUMENT_SPEC = {
-    'services': {'type': 'list', 'elements': 'raw', 'required': True},
-    'reserved_cpus': {'type': 'raw'},
-    'previous': {'type': 'raw'},
-    'mps_daemons': {'type': 'list', 'elements': 'raw'},
-    'topology': {'type': 'dict'},
-    'unit_prefix': {'type': 'str', 'default': 'gpufleet-svc-'},
-    'user_prefix': {'type': 'str', 'default': 'gpufleet-'},
-    'container_runtime': {'type': 'str', 'default': 'podman'},
+# Option -> (the types it takes, what to say when it is something else, default). Checked here rather than by
+# validate_argument_spec, which walks every value of every service (the planner checks the specs itself, naming the
+# service and the fix) and cost more than planning them.
+OPTIONS = {
+    'services': (list, 'the list of service specs', None),
+    'reserved_cpus': (object, None, None),
+    'previous': (object, None, None),
+    'mps_daemons': (list, 'the mps role\'s mps_daemons list', None),
+    'topology': (dict, 'a gpufleet_topology fact', None),
+    'unit_prefix': (str, 'a string', 'gpufleet-svc-'),
+    'user_prefix': (str, 'a string', 'gpufleet-'),
+    'container_runtime': (str, 'a string', 'podman'),
 }
+
+
+def _kind(value):
+    """A value's kind in the words of YAML (ansible-core hands over tagged subclasses of the plain types)."""
+    for kind, name in ((bool, 'a boolean'), (str, 'a string'), (int, 'a number'), (float, 'a number'), (list, 'a list'),
+                       (dict, 'a mapping')):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _arguments(given):
+    """The task's arguments with their defaults, or AnsibleActionFail naming every problem."""
+    problems = ['unsupported parameter %s (it takes %s)' % (key, ', '.join(sorted(OPTIONS)))
+                for key in sorted(set(given) - set(OPTIONS))]
+    if given.get('services') is None:
+        problems.append('services is required: the list of service specs')
+    args = {}
+    for key, (kinds, what, default) in OPTIONS.items():
+        value = given.get(key)
+        if value is None:
+            args[key] = default
+        elif not isinstance(value, kinds):
+            problems.append('%s must be %s, got %s' % (key, what, _kind(value)))
+        else:
+            args[key] = value
+    if problems:
+        raise AnsibleActionFail('gpufleet.core.service_plan: %s' % '; '.join(problems))
+    return args
 
 
 class ActionModule(ActionBase):
@@ -41,7 +73,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = _arguments(self._task.args)
         topology = args['topology']
         if topology is None:
             topology = ((task_vars or {}).get('ansible_facts') or {}).get('gpufleet_topology')

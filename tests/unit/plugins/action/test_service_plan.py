@@ -69,11 +69,19 @@ PLAYBOOK = r'''
       register: not_json
       ignore_errors: true
 
+    - name: Arguments of the wrong kind, and one it does not take
+      gpufleet.core.service_plan:
+        services: llm
+        unit_prefix: [a]
+        bogus: 1
+      register: bad_arguments
+      ignore_errors: true
+
     - name: Keep what happened
       ansible.builtin.copy:
         content: "{{ {'without_fact': without_fact, 'planned': planned, 'by_filters': by_filters,
                       'by_filters_placements': by_filters_placements, 'replanned': replanned,
-                      'too_many': too_many, 'not_json': not_json} | to_json }}"
+                      'too_many': too_many, 'not_json': not_json, 'bad_arguments': bad_arguments} | to_json }}"
         dest: "{{ out }}"
         mode: '0600'
 '''
@@ -117,3 +125,8 @@ def test_the_action_plans_as_the_filters_do(sim_host, tmp_path):
     assert 'needs 5 whole GPUs' in got['too_many']['msg']
     assert got['not_json']['failed']
     assert 'the previous plan is not JSON' in got['not_json']['msg'] and 'remove it' in got['not_json']['msg']
+    bad = got['bad_arguments']
+    assert bad['failed'] and bad['msg'] == (
+        'gpufleet.core.service_plan: unsupported parameter bogus (it takes container_runtime, mps_daemons, previous, '
+        'reserved_cpus, services, topology, unit_prefix, user_prefix); services must be the list of service specs, '
+        'got a string; unit_prefix must be a string, got a list')
