@@ -320,9 +320,10 @@ def plan_document(entries):
     return {'version': PLAN_VERSION, 'services': list(entries)}
 
 
-def dumps_plan(document):
-    """The plan file's text, as the role writes it (ansible's to_nice_json(indent=2), and a newline)."""
-    return json.dumps(document, indent=2, sort_keys=True, separators=(',', ': '), ensure_ascii=False) + '\n'
+def plan_json(document):
+    """The plan document as JSON text, byte for byte what ansible's to_nice_json(indent=2) gives (non-ASCII escaped,
+    as that filter does). The plan file is this text and a newline."""
+    return json.dumps(document, indent=2, sort_keys=True, separators=(',', ': '))
 
 
 def read_plan(document, where='the plan'):

@@ -19,7 +19,7 @@ import json
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, plan_json
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import service_units as join_units
 
 TOPOLOGY_NEEDED = "the input must be ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts"
@@ -63,10 +63,11 @@ def previous_plan(text, where):
 
 def plan_services(topology, services, reserved_cpus=None, previous=None, mps_daemons=None,
                   unit_prefix='gpufleet-svc-', user_prefix='gpufleet-', container_runtime='podman'):
-    """place_services and service_units in one step: {'units', 'plan'}, or ServicePlanError.
+    """place_services and service_units in one step: {'units', 'plan_json'}, or ServicePlanError.
 
-    Each unit holds its placement, and the plan document holds them all: the placements are not returned a third
-    time, since every copy in a task's result is copied again for its register and its callbacks, per host.
+    Each unit holds its placement. The plan document comes as the plan file's text, one string: ansible-core 2.19 and
+    later convert every value of a task's result on its way from the worker to the main process, and the document
+    as a structure cost a quarter of the step (docs/benchmarks/per_host_tasks.md).
     """
     if not isinstance(topology, dict) or 'numa_nodes' not in topology:
         raise ServicePlanError('the host has no gpufleet_topology fact: run gpufleet.core.topology_facts first, or '
@@ -76,4 +77,4 @@ def plan_services(topology, services, reserved_cpus=None, previous=None, mps_dae
         joined = join_units(placements, services, unit_prefix, user_prefix, container_runtime)
     except (PlacementError, PlanError) as exc:
         raise ServicePlanError(str(exc))
-    return {'units': joined['units'], 'plan': joined['plan']}
+    return {'units': joined['units'], 'plan_json': plan_json(joined['plan'])}

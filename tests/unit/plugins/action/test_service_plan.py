@@ -52,9 +52,20 @@ PLAYBOOK = r'''
     - name: Plan again without the first service, from the plan read back as text
       gpufleet.core.service_plan:
         services: "{{ services[1:] }}"
-        previous: "{{ planned.plan | to_json }}"
+        previous: "{{ planned.plan_json }}"
         container_runtime: docker
       register: replanned
+
+    - name: Write the plan as the role does ("| string" for ansible-core 2.16), and as the role did before this action
+      ansible.builtin.copy:
+        content: "{{ item.content }}"
+        dest: "{{ out }}.{{ item.name }}"
+        mode: '0600'
+      loop:
+        - {name: action, content: "{{ planned.plan_json | string }}\n"}
+        - {name: filters, content: "{{ by_filters.plan | to_nice_json(indent=2) }}\n"}
+      loop_control:
+        label: "{{ item.name }}"
 
     - name: Too many GPUs
       gpufleet.core.service_plan:
@@ -109,12 +120,16 @@ def test_the_action_plans_as_the_filters_do(sim_host, tmp_path):
     assert planned['changed'] is False and not planned.get('failed')
     assert 'placements' not in planned  # each unit holds its own; the plan document holds them all
     assert [unit['plan'] for unit in planned['units']] == got['by_filters_placements']
-    assert (planned['units'], planned['plan']) == (got['by_filters']['units'], got['by_filters']['plan'])
+    assert planned['units'] == got['by_filters']['units']
+    assert json.loads(planned['plan_json']) == got['by_filters']['plan']
+    # The plan file is byte for byte what the role wrote before it planned with this action: no change on upgrade.
+    written = (tmp_path / 'out.json.action').read_bytes()
+    assert written == (tmp_path / 'out.json.filters').read_bytes() and written.endswith(b'}\n')
     llm, sdxl, batch = [unit['plan'] for unit in planned['units']]
     # The reference host: GPU0/1 on node 0, GPU2/3 on node 1; CPU 0 and 32 reserved.
     assert (llm['numa_node'], len(llm['gpus']), llm['cpulist']) == (0, 2, '1-8')
     assert sdxl['numa_node'] == 1 and sdxl['cpulist'] == '33-36'
-    assert planned['plan']['services'][1]['container_runtime'] == 'docker'
+    assert json.loads(planned['plan_json'])['services'][1]['container_runtime'] == 'docker'
     assert [u['user'] for u in planned['units']] == ['gpufleet-llm', 'gpufleet-sdxl', 'batch']
 
     # Removing llm moves nobody else.
