@@ -51,6 +51,7 @@ def main():
                GPUFLEET_NVML_SIM_STATE=os.path.join(work, 'state.json'))
     bindir = os.path.dirname(sys.executable)
     per_run = {'topology_facts': [], 'ping': [], 'setup_hardware': []}
+    load_before = os.getloadavg()
     for _repeat in range(args.repeats):
         out = subprocess.check_output(
             [os.path.join(bindir, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local',
@@ -61,6 +62,7 @@ def main():
         for key, task in zip(('topology_facts', 'ping', 'setup_hardware'), tasks):
             total, items = item_durations(task)
             per_run[key].append(total / items)
+    load_after = os.getloadavg()
     topo = statistics.median(per_run['topology_facts'])
     setup = statistics.median(per_run['setup_hardware'])
     ping = statistics.median(per_run['ping'])
@@ -69,8 +71,9 @@ def main():
     lines = [
         '# Benchmark: topology_facts against setup(hardware)',
         '',
-        'Made by `bench/topology_vs_setup.py` (%s, %d rounds per task, median of %d playbook runs).'
-        % (datetime.date.today().isoformat(), args.rounds, args.repeats),
+        'Made by `bench/topology_vs_setup.py` (%s, %d rounds per task, median of %d playbook runs; load average %.1f '
+        'before and %.1f after).'
+        % (datetime.date.today().isoformat(), args.rounds, args.repeats, load_before[0], load_after[0]),
         '',
         '| task | median time per run |',
         '| --- | --- |',
