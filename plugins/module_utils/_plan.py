@@ -170,13 +170,9 @@ def check_services(services, user_prefix):
 # -- placement entries ---------------------------------------------------------------------------------------
 
 
-def explain(topology, spec, entry, why):
-    """One sentence: which devices, which node, why these CPUs and memory nodes."""
-    return _explain(topology, spec, entry, why, set(topology.core_of[cpu] for cpu in entry['cpus']))
-
-
-def _explain(topology, spec, entry, why, cores):
-    """explain() with the entry's cores ((node, core) pairs, each once) known."""
+def explain(topology, spec, entry, why, cores):
+    """One sentence: which devices, which node, why these CPUs and memory nodes; ``cores`` are the entry's (node,
+    core) pairs, each once."""
     if spec.mode == 'mps':
         env = entry['mps']['environment']
         limits = []
@@ -234,8 +230,7 @@ def entry(topology, spec, placement, share=None):
         'mps': mps,
         'environment': environment,
     }
-    # The planner's cores are whole cores, each once: what explain() would find from the CPUs.
-    found['explanation'] = _explain(topology, spec, found, placement.why, placement.cores)
+    found['explanation'] = explain(topology, spec, found, placement.why, placement.cores)
     return found
 
 

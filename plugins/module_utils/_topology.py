@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, parse_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, parse_cpulist, parse_cpulists
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._fact_layout import FACT_VERSION, READABLE_FACT_VERSIONS
 
@@ -54,28 +54,6 @@ def _node_cpus(node, version):
         return parse_cpulist(node.get('cpulist'))
     except CpuListError:
         return None
-
-
-def _sibling_groups(texts):
-    """The kernel's SMT sibling lists ('0,64', '5' or '0-1'), parsed.
-
-    The kernel's usual forms (two siblings, or one) skip the general parser: a host has one list per core, and this
-    runs for every plan.
-    """
-    groups = []
-    append = groups.append
-    for text in texts:
-        if isinstance(text, str) and text.isascii():
-            parts = text.split(',')
-            if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-                low, high = int(parts[0]), int(parts[1])
-                append((low, high) if low < high else (high, low) if high < low else (low,))
-                continue
-            if len(parts) == 1 and text.isdigit():
-                append((int(text),))
-                continue
-        append(tuple(parse_cpulist(text)))
-    return groups
 
 
 def gpu_ref_index(ref):
@@ -147,7 +125,7 @@ class Topology:
 
     def _index_cores(self):
         siblings = {}
-        for group in _sibling_groups((self.fact.get('cpu') or {}).get('smt_siblings') or []):
+        for group in parse_cpulists((self.fact.get('cpu') or {}).get('smt_siblings') or []):
             for cpu in group:
                 siblings[cpu] = group
         self.cores = {}

@@ -18,6 +18,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, plan_json
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import service_units as join_units
@@ -25,7 +26,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._plan import service
 TOPOLOGY_NEEDED = "the input must be ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts"
 
 
-class ServicePlanError(Exception):
+class ServicePlanError(GpufleetError):
     """A plan that cannot be made; the message names the fix."""
 
 

@@ -11,6 +11,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import (
     cpus_from_words,
     format_cpulist,
     parse_cpulist,
+    parse_cpulists,
     parse_cpumask,
 )
 
@@ -79,3 +80,10 @@ def test_parse_cpumask_rejects_non_hex():
 def test_cpus_from_words_uses_64_bit_words():
     assert cpus_from_words([0b101, 1]) == [0, 2, 64]
     assert cpus_from_words([]) == []
+
+
+def test_many_short_lists_parse_as_the_general_parser_does():
+    texts = ['0,64', '64,0', '5', '7,7', '0-1', '2,3,4', ' 8 , 9', '10-11,40-41']
+    assert parse_cpulists(texts) == [tuple(parse_cpulist(text)) for text in texts]
+    with pytest.raises(CpuListError, match="malformed CPU list '0,,1'"):
+        parse_cpulists(['0,1', '0,,1'])
