@@ -444,7 +444,7 @@ def _audit_one(host, service, pids, rate, holders, nvml_reason, base_page_kb, ma
         held = sorted(uuid for uuid, users in holders.items() if users & set(live))
         if expect['gpus'] is not None and held != expect['gpus']:
             reasons.append('holds %s, plan says %s' % (', '.join(held) or 'no GPU', ', '.join(expect['gpus']) or 'none'))
-    elif expect['gpus'] is not None:
+    elif expect['gpus']:  # a service planned on no GPU has none to check, even where NVML is missing
         reasons.append('GPUs not checked: %s' % nvml_reason)
 
     return {

@@ -406,11 +406,14 @@ def test_without_nvml_gpus_are_not_known_and_an_expectation_fails(run_module, tr
     t = tree('cpu-only')
     t.process(6001, '0-15', '0', '7f00 default anon=10 N0=10 kernelpagesize_kB=4\n')
     result = audit(run_module, t, sample_seconds=0, services=[
-        {'name': 'plain', 'pid': 6001}, {'name': 'planned', 'pid': 6001, 'expect': {'gpus': [GPU0]}}])
-    plain, planned = result['services']
+        {'name': 'plain', 'pid': 6001}, {'name': 'planned', 'pid': 6001, 'expect': {'gpus': [GPU0]}},
+        {'name': 'gpuless', 'pid': 6001, 'expect': {'gpus': []}}])
+    plain, planned, gpuless = result['services']
     assert plain['gpus_held'] is None and 'driver is not installed' in plain['gpus_held_reason']
     assert plain['passed'] is True
     assert planned['reasons'][0].startswith('GPUs not checked: libnvidia-ml.so.1 was not found')
+    # A service planned on no GPU (a CPU-only host's gateway) has nothing to check: NVML's absence is no failure.
+    assert gpuless['passed'] is True and gpuless['reasons'] == []
 
 
 def test_cgroup_v2_hosts_and_hugetlb_pages(run_module, tree, clock):
