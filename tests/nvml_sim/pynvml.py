@@ -11,6 +11,12 @@ Put this directory first on PYTHONPATH and set:
   processes, injected faults). It is created on first use, so MIG changes
   persist across module runs; ``simctl.reboot`` clears what a reboot clears.
 
+Without ``GPUFLEET_NVML_SIM_HOST``, a host that has ``_FALLBACK_HOST_FILE`` is
+served from it, its state in ``_FALLBACK_STATE_FILE`` unless
+``GPUFLEET_NVML_SIM_STATE`` says otherwise: a lab host (tests/lab/) then answers
+every process, whatever its environment, as a real host's driver does. A host
+with neither has no driver: ``nvmlInit`` raises NVML_ERROR_LIBRARY_NOT_FOUND.
+
 The public names, signatures, constants, structures and error classes follow
 nvidia-ml-py (tests/unit/nvml_sim/test_conformance.py checks them against the
 real package). Calls that the collection does not use are absent, so a new use
@@ -20,6 +26,7 @@ fails loudly instead of silently passing.
 from __future__ import absolute_import, division, print_function
 
 import ctypes
+import fcntl
 import json
 import os
 import string
@@ -28,6 +35,12 @@ import tempfile
 import uuid as _uuid
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+# A lab host's fixed description and state (tests/lab/lab.sh writes the first), used when GPUFLEET_NVML_SIM_HOST
+# is unset: Ansible modules over SSH and systemd units find the simulator with no environment, as they find a
+# real driver.
+_FALLBACK_HOST_FILE = '/etc/gpufleet-nvml-sim/host.json'
+_FALLBACK_STATE_FILE = '/var/lib/gpufleet-nvml-sim/state.json'
 
 # ---------------------------------------------------------------------------
 # Constants (values as in nvidia-ml-py)
@@ -386,15 +399,28 @@ def fresh_gpu_state(spec):
     }
 
 
+def _host_file():
+    """The host description to serve and whether it is the fallback file; (None, False) on a host with no driver."""
+    host_path = os.environ.get('GPUFLEET_NVML_SIM_HOST')
+    if host_path:
+        return host_path, False
+    if os.path.exists(_FALLBACK_HOST_FILE):
+        return _FALLBACK_HOST_FILE, True
+    return None, False
+
+
 class _Sim(object):
     def __init__(self):
-        host_path = os.environ.get('GPUFLEET_NVML_SIM_HOST')
+        host_path, fallback = _host_file()
         if not host_path:
             raise RuntimeError('NVML simulator: set GPUFLEET_NVML_SIM_HOST to a host description file')
         self.host = _load_json(host_path)
         self.models = _load_json(os.path.join(_HERE, 'gpu_models.json'))
-        default_state = os.path.join(tempfile.gettempdir(), 'gpufleet-nvml-sim-%s.json'
-                                     % os.path.basename(host_path).rsplit('.', 1)[0])
+        if fallback:
+            default_state = _FALLBACK_STATE_FILE
+        else:
+            default_state = os.path.join(tempfile.gettempdir(), 'gpufleet-nvml-sim-%s.json'
+                                         % os.path.basename(host_path).rsplit('.', 1)[0])
         self.state_path = os.environ.get('GPUFLEET_NVML_SIM_STATE', default_state)
         self.calls = {}
         self.state = self._read_state()
@@ -420,10 +446,14 @@ class _Sim(object):
         directory = os.path.dirname(os.path.abspath(self.state_path))
         if not os.path.isdir(directory):
             os.makedirs(directory)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.nvml-sim-')
-        with os.fdopen(fd, 'w') as handle:
-            json.dump(self.state, handle, indent=1, sort_keys=True)
-        os.rename(tmp, self.state_path)
+        # The lab's stand-in driver (tests/lab/host/usr/local/lib/gpufleet-lab/driver) rewrites the processes under
+        # this lock: without it, a save could land between its read and its rename and be lost.
+        with open(self.state_path + '.lock', 'a') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix='.nvml-sim-')
+            with os.fdopen(fd, 'w') as handle:
+                json.dump(self.state, handle, indent=1, sort_keys=True)
+            os.rename(tmp, self.state_path)
 
     def count(self, function, mutation=False):
         """Count a call and raise an injected fault when its turn has come."""
@@ -474,7 +504,7 @@ def nvmlInit():
 
 def nvmlInitWithFlags(flags):
     global _sim, _init_count
-    host_path = os.environ.get('GPUFLEET_NVML_SIM_HOST')
+    host_path = _host_file()[0]
     if not host_path:
         _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
     driver = _load_json(host_path).get('driver')

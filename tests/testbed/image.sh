@@ -5,7 +5,8 @@ set -euo pipefail
 name=localhost/gpufleet-testbed
 suite=bookworm
 # python3-apt: the apt and package_facts modules need it, as on any Debian or Ubuntu server.
-include=python3,python3-apt,systemd,systemd-sysv,dbus,iproute2,sudo
+# openssh-server: tests/lab/lab.sh reaches its hosts over SSH (it gives each container its own host keys).
+include=python3,python3-apt,systemd,systemd-sysv,dbus,iproute2,sudo,openssh-server
 
 # shellcheck source=tests/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
