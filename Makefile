@@ -1,13 +1,22 @@
-# Two entry points; see README.md.
-.PHONY: site test
+# Entry points; see README.md.
+.PHONY: site test lab-up lab-down
 
-# Install what the collection needs, then run its main job (playbooks/site.yml) on this machine.
-site:
+# Bring up the local lab of simulated GPU hosts (systemd containers reached over SSH, tests/lab/) and run the example
+# fleet's site playbook (examples/hk-fleet) against it: validate, preflight, rollout, summary with each host's audit.
+site: lab-up
+	cd examples/hk-fleet && ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections:$$($(CURDIR)/.venv/bin/python -c \
+	  'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+	  $(CURDIR)/.venv/bin/ansible-playbook -i $(CURDIR)/build/lab/inventory site.yml
+
+# Install what the lab needs and start it (idempotent; a few seconds when it is already up).
+lab-up:
 	tests/testbed/venv.sh main
 	tests/testbed/link-collection.sh
-	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections .venv/bin/ansible-playbook \
-	  -i localhost, -c local -e ansible_python_interpreter=$(CURDIR)/.venv/bin/python \
-	  gpufleet.core.site
+	tests/lab/lab.sh up
+
+# Remove the lab: its containers, its network and build/lab.
+lab-down:
+	tests/lab/lab.sh down
 
 # Install what the tests need, then run every test stage.
 test:

@@ -24,6 +24,11 @@ def gpu_numa_cpulist(*args, **kwargs):
     return run(*args, **kwargs)
 
 
+def topology_after_mig(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._topology import topology_after_mig as run
+    return run(*args, **kwargs)
+
+
 class FilterModule:
     """CPU-list and topology filters."""
 
@@ -32,4 +37,5 @@ class FilterModule:
             'cpulist_expand': cpulist_expand,
             'cpulist_compact': cpulist_compact,
             'gpu_numa_cpulist': gpu_numa_cpulist,
+            'topology_after_mig': topology_after_mig,
         }

@@ -42,3 +42,8 @@ def gpu_numa_cpulist(topology, gpu):
     # The topology model is imported only by the filter that needs it: the CPU-list filters are used far more.
     from ansible_collections.gpufleet.core.plugins.module_utils._topology import gpu_node_cpus
     return format_cpulist(_guarded('gpu_numa_cpulist', gpu_node_cpus, topology, gpu))
+
+
+def topology_after_mig(topology, mig_gpus):
+    from ansible_collections.gpufleet.core.plugins.module_utils._mig_projection import topology_after_mig as project
+    return _guarded('topology_after_mig', project, topology, mig_gpus)

@@ -1,0 +1,196 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The site playbook's validate and preflight stages on a small fleet of simulated hosts, with the example fleet's
+group variables (examples/hk-fleet/inventory/group_vars, linked, not copied).
+
+Each host is this machine reached with the local connection, through a Python interpreter wrapper that points the
+NVML simulator at the host's own description (tests/lab/describe_host.py: a lab host's GPUs on this machine's
+CPUs). Only the two read-only stages are imported, so nothing here can change this machine; the rollout is tested
+on the lab (tests/lab/).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from ..conftest import HOSTS_DIR, REPO, SIM_DIR
+
+EXAMPLE = os.path.join(REPO, 'examples', 'hk-fleet', 'inventory')
+HOSTS = {
+    # host: (class group, rack group, description, management address)
+    'hk1-a100-01': ('a100_pcie_4x', 'hk1_rack_a', 'reference-a100', '10.20.1.11'),
+    'hk1-a100-02': ('a100_pcie_4x', 'hk1_rack_a', 'reference-a100', '10.20.1.12'),
+    'hk2-cpu-01': ('cpu_only', 'hk2_rack_c', 'cpu-only', '10.30.3.41'),
+}
+# This machine has two CPUs, as the lab does: one each for the two services, nothing reserved.
+SMALL_HOST = {'hk_services_share_cores': True, 'hk_llm_cpus': 1, 'hk_imagegen_cpus': 1, 'hk_gateway_cpus': 1,
+              'gpu_services_reserved_cpus': ''}
+
+PLAYBOOK = r'''
+- name: Validate
+  ansible.builtin.import_playbook: gpufleet.core.fleet.validate
+
+- name: Preflight
+  ansible.builtin.import_playbook: gpufleet.core.fleet.preflight
+
+- name: Keep what the stages decided
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Write it
+      ansible.builtin.copy:
+        content: "{{ {'preflight': hostvars['localhost']['_gpufleet_preflight'], 'rollout': hostvars['localhost']['_gpufleet_rollout'],
+                      'quarantine': groups['gpufleet_quarantine'] | default([])} | to_json }}"
+        dest: "{{ out }}"
+        mode: '0600'
+'''
+
+
+def _describe(tmp_path, host, source):
+    described = subprocess.run([sys.executable, os.path.join(REPO, 'tests', 'lab', 'describe_host.py'),
+                                os.path.join(HOSTS_DIR, source + '.json'), host], check=True,
+                               stdout=subprocess.PIPE, universal_newlines=True).stdout
+    path = tmp_path / (host + '.json')
+    path.write_text(described)
+    return str(path)
+
+
+def fleet(tmp_path, host_vars=None, extra_groups=None):
+    """An inventory directory: the example's group variables (linked), these hosts, and per-host variables."""
+    inventory = tmp_path / 'inventory'
+    (inventory / 'group_vars' / 'all').mkdir(parents=True)
+    for name in os.listdir(os.path.join(EXAMPLE, 'group_vars')):
+        if name != 'all':
+            os.symlink(os.path.join(EXAMPLE, 'group_vars', name), str(inventory / 'group_vars' / name))
+    for name in os.listdir(os.path.join(EXAMPLE, 'group_vars', 'all')):
+        os.symlink(os.path.join(EXAMPLE, 'group_vars', 'all', name), str(inventory / 'group_vars' / 'all' / name))
+    (inventory / 'group_vars' / 'all' / 'zz-test.yml').write_text(yaml.safe_dump(dict(
+        SMALL_HOST, ansible_connection='local', ansible_become=False)))
+    groups = {'fleet': {'children': {'gpu_hosts': {'children': {'a100_pcie_4x': {}, 'h100_sxm_8x': {}}},
+                                     'cpu_only': {}}}}
+    members = {}
+    for host, (klass, rack, source, address) in HOSTS.items():
+        wrapper = tmp_path / ('python-' + host)
+        wrapper.write_text('#!/bin/sh\nexport PYTHONPATH=%s GPUFLEET_NVML_SIM_HOST=%s GPUFLEET_NVML_SIM_STATE=%s\n'
+                           'exec %s "$@"\n' % (SIM_DIR, _describe(tmp_path, host, source),
+                                               tmp_path / (host + '-state.json'), sys.executable))
+        wrapper.chmod(0o755)
+        for group in (klass, rack):
+            members.setdefault(group, {'hosts': {}})['hosts'][host] = None
+        members[klass]['hosts'][host] = {'ansible_host': address, 'ansible_python_interpreter': str(wrapper)}
+    for group, hosts in (extra_groups or {}).items():
+        members[group] = {'hosts': dict((host, None) for host in hosts)}
+    document = {'all': {'children': dict(groups, **members)}}
+    (inventory / 'hosts.yml').write_text(yaml.safe_dump(document))
+    (inventory / 'host_vars').mkdir()
+    for host, values in (host_vars or {}).items():
+        (inventory / 'host_vars' / (host + '.yml')).write_text(yaml.safe_dump(values))
+    return str(inventory)
+
+
+def run_stages(tmp_path, inventory, extra=None):
+    (tmp_path / 'play.yml').write_text(PLAYBOOK)
+    out = tmp_path / 'out.json'
+    # ansible.utils comes from the `ansible` package in .venv (.venv-oldest has ansible-core alone).
+    bundled = glob.glob(os.path.join(REPO, '.venv', 'lib', 'python3*', 'site-packages'))
+    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1',
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([os.path.join(REPO, 'build', 'collections')] + bundled))
+    command = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', inventory,
+               '-e', json.dumps(dict({'out': str(out)}, **(extra or {}))), str(tmp_path / 'play.yml')]
+    ran = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         universal_newlines=True, check=False, timeout=600)
+    kept = json.loads(out.read_text()) if out.exists() else None
+    return ran, kept
+
+
+def test_the_example_fleet_passes_validate_and_preflight_and_rolls_out_one_rack_at_a_time(tmp_path):
+    ran, kept = run_stages(tmp_path, fleet(tmp_path))
+    assert ran.returncode == 0, ran.stdout[-6000:]
+    assert kept['preflight']['failures'] == {}
+    assert sorted(kept['preflight']['run_hosts']) == sorted(HOSTS)
+    # gpufleet_batch_by: gpufleet_rack in the example: one rack per batch, racks in the order of their names.
+    assert kept['rollout']['batch_by'] == 'gpufleet_rack'
+    assert kept['rollout']['hosts'] == ['hk1-a100-01', 'hk1-a100-02', 'hk2-cpu-01']
+    assert kept['rollout']['serial'] == [2, 1]
+    assert kept['quarantine'] == []
+
+
+def test_every_bad_host_is_reported_by_validate_and_no_host_is_even_read(tmp_path):
+    inventory = fleet(tmp_path, host_vars={
+        'hk1-a100-02': {'gpufleet_management_address': '192.168.9.9', 'mig_reset_strategy': 'rest'},
+        'hk2-cpu-01': {'gpufleet_management_address': '10.20.1.11', 'gpufleet_expected_gpus': {'count': 2, 'model': ''}},
+    })
+    ran, kept = run_stages(tmp_path, inventory)
+    assert ran.returncode != 0 and kept is None
+    text = ran.stdout
+    assert ('hk1-a100-02: gpufleet_management_address 192.168.9.9 is not inside gpufleet_management_cidrs '
+            '(10.20.0.0/16, 10.30.0.0/16): fix the address, or add its network') in text
+    assert ('gpufleet.core.mig: value of mig_reset_strategy must be one of: reset, reboot, none, got: rest '
+            '(see ansible-doc -t role gpufleet.core.mig)') in text
+    assert ('hk2-cpu-01: gpufleet_expected_gpus says 2 GPUs but the host is not in the group gpu_hosts') in text
+    # The duplicate address is found across the whole inventory, although hk2-cpu-01 had already failed.
+    assert 'hk1-a100-01 and hk2-cpu-01 have the same gpufleet_management_address 10.20.1.11' in text
+    # Validate needs no connection: preflight, the first stage that reads a host, never started.
+    assert 'Preflight every host' not in text
+
+
+def test_a_missing_group_and_a_missing_failure_domain_are_named(tmp_path):
+    ran, kept = run_stages(tmp_path, fleet(tmp_path), extra={'gpufleet_required_groups': ['gpu_hosts', 'monitoring']})
+    assert ran.returncode != 0 and kept is None
+    assert 'The inventory has no group monitoring: define it (see examples/hk-fleet/inventory/hosts.yml)' in ran.stdout
+
+    ran, kept = run_stages(tmp_path, fleet(tmp_path / 'again'), extra={'gpufleet_batch_by': 'gpufleet_row'})
+    assert ran.returncode != 0 and kept is None
+    assert all("%s: gpufleet_batch_by is gpufleet_row, but the host's gpufleet_row is not set" % host in ran.stdout
+               for host in HOSTS)
+
+
+def test_one_bad_host_stops_the_run_before_any_host_is_read(tmp_path):
+    ran, kept = run_stages(tmp_path, fleet(tmp_path, host_vars={'hk2-cpu-01': {'gpufleet_management_address': '10.30.3.41/24'}}))
+    assert ran.returncode != 0 and kept is None
+    assert "hk2-cpu-01: gpufleet_management_address '10.30.3.41/24' is not an IP address" in ran.stdout
+    assert ('Validation failed on 1 host(s): hk2-cpu-01. Nothing was changed on any host; fix the values named above '
+            'and run again.') in ran.stdout
+    assert 'Preflight every host' not in ran.stdout
+
+
+BAD_PREFLIGHT = {
+    # Three 3g.40gb on one A100: at most two fit.
+    'hk1-a100-02': {'mig_layouts': [{'gpus': [2], 'layout': ['3g.40gb', '3g.40gb', '3g.40gb']}]},
+    # An H200 profile on an A100 host.
+    'hk1-a100-01': {'hk_imagegen_gpus': {'mig_profile': '3g.71gb', 'count': 1}},
+}
+
+
+def test_preflight_stops_every_host_when_one_fails_and_names_each_reason(tmp_path):
+    ran, kept = run_stages(tmp_path, fleet(tmp_path, host_vars=BAD_PREFLIGHT))
+    assert ran.returncode != 0 and kept is None
+    text = ran.stdout
+    assert 'Preflight failed on 2 of 3 host(s), so no host was changed: ' in text
+    assert ('hk1-a100-02: Apply the declared MIG layout: No GPU was changed, because: GPU 2 (') in text
+    assert 'the layout 3g.40gb, 3g.40gb, 3g.40gb does not fit: 3g.40gb allows at most 2 per GPU' in text
+    assert ('hk1-a100-01: Place the services on the GPUs, CPUs and memory they will have after the MIG change (in '
+            'memory): gpufleet.core.service_plan: The services cannot be placed: service imagegen: there is no MIG '
+            'device of profile 3g.71gb on this host') in text
+    assert 'set gpufleet_preflight_policy to skip_failed' in text
+
+
+def test_skip_failed_quarantines_the_failed_hosts_and_rolls_out_to_the_others(tmp_path):
+    host_vars = dict(BAD_PREFLIGHT, **{
+        'hk1-a100-01': {'gpufleet_expected_gpus': {'count': 8, 'model': 'NVIDIA H100 80GB HBM3'}}})
+    ran, kept = run_stages(tmp_path, fleet(tmp_path, host_vars=host_vars),
+                           extra={'gpufleet_preflight_policy': 'skip_failed'})
+    assert ran.returncode == 0, ran.stdout[-6000:]
+    assert sorted(kept['quarantine']) == ['hk1-a100-01', 'hk1-a100-02']
+    assert kept['rollout']['hosts'] == ['hk2-cpu-01'] and kept['rollout']['serial'] == [1]
+    failures = kept['preflight']['failures']
+    assert failures['hk1-a100-01'].startswith('The host has the GPUs its hardware class promises: ')
+    assert ('gpufleet_expected_gpus promises 8 x NVIDIA H100 80GB HBM3, but the host has 4 (NVIDIA A100 80GB PCIe, '
+            'NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe)') in failures['hk1-a100-01']
+    assert '3g.40gb' in failures['hk1-a100-02']

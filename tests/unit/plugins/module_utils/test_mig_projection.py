@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""topology_after_mig: services placed on the projected topology land where they land once the MIG change is made.
+
+The proof runs the real mig module on the simulated reference host: its check-mode plan is projected, services are
+placed on the projection, then the change is applied, the topology gathered again and the same services placed on
+it. Both placements must agree on everything but the MIG devices' UUIDs.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_projection import (
+    MigProjectionError, parse_layout, placeholder_uuid, topology_after_mig)
+from ansible_collections.gpufleet.core.plugins.module_utils._placement import place
+from ansible_collections.gpufleet.core.plugins.modules import mig, topology_facts
+
+from ...support.topology import A100, A100_PROFILES, gpu, mig_instance, node, topology
+
+LAYOUTS = [{'gpus': [2, 3], 'layout': ['3g.40gb', '3g.40gb']}]
+SERVICES = [
+    {'name': 'llm', 'gpus': 2, 'cpus': 8, 'command': '/opt/llm/serve'},
+    {'name': 'imagegen', 'gpus': {'mig_profile': '3g.40gb', 'count': 1}, 'cpus': 4, 'command': '/opt/img/serve'},
+    {'name': 'embed', 'gpus': {'mig_profile': '3g.40gb', 'count': 2}, 'cpus': 4, 'command': '/opt/embed/serve'},
+]
+
+
+def _gather(run_module, roots):
+    return run_module(topology_facts, dict(roots))['ansible_facts']['gpufleet_topology']
+
+
+def _shape(plans, fact):
+    """What a placement decides, with MIG devices named by their parent GPU and placement instead of their UUID."""
+    where = {}
+    for found in fact['gpus']:
+        where[found['uuid']] = (found['uuid'], None)
+        for gi in found['mig']['gpu_instances']:
+            for ci in gi['compute_instances']:
+                where[ci['uuid']] = (found['uuid'], gi['profile'], gi['placement']['start'], ci['id'])
+    return [(plan['name'], [where[uuid] for uuid in plan['gpus']], plan['numa_node'], plan['cpulist'], plan['memlist'])
+            for plan in plans]
+
+
+def test_services_placed_on_the_projection_land_where_they_do_after_the_change(run_module, sim_host):
+    paths = sim_host('reference-a100')
+    roots = {'sysfs_root': paths['sysfs_root'], 'procfs_root': paths['procfs_root']}
+    before = _gather(run_module, roots)
+    planned = run_module(mig, dict(roots, layouts=LAYOUTS, _ansible_check_mode=True))
+    projected = topology_after_mig(before, planned['gpus'])
+
+    # The fact itself is not touched, and without the plan the MIG services cannot be placed at all.
+    assert all(found['mig']['gpu_instances'] == [] for found in before['gpus'])
+    with pytest.raises(Exception) as refused:
+        place(before, SERVICES, reserved_cpus='0,32')
+    assert '3g.40gb' in str(refused.value)
+
+    on_projection = place(projected, SERVICES, reserved_cpus='0,32')
+    run_module(mig, dict(roots, layouts=LAYOUTS))
+    after = _gather(run_module, roots)
+    on_real = place(after, SERVICES, reserved_cpus='0,32')
+
+    assert _shape(on_projection, projected) == _shape(on_real, after)
+    # The reference host: GPU2/3 (node 1) carry the slices, so the MIG services sit on node 1's CPUs.
+    assert [plan['numa_node'] for plan in on_real] == [0, 1, 1]
+    # Placeholders are MIG-style UUIDs that no real device has.
+    real = set(uuid for plan in on_real for uuid in plan['gpus'])
+    assert all(uuid.startswith('MIG-') and uuid not in real for plan in on_projection[1:] for uuid in plan['gpus'])
+
+
+def test_a_gpu_taken_out_of_mig_loses_its_instances_and_unlisted_gpus_keep_theirs():
+    fact = topology([node(0, range(0, 8))], mig_profiles=A100_PROFILES, gpus=[
+        gpu(0, 'GPU-a', bus='17', instances=[mig_instance('3g.40gb', ['MIG-old'], start=0)]),
+        gpu(1, 'GPU-b', bus='18', instances=[mig_instance('1g.10gb', ['MIG-kept'], start=6)]),
+    ])
+    projected = topology_after_mig(fact, [{'uuid': 'GPU-a', 'layout_wanted': 'disabled'}])
+    assert projected['gpus'][0]['mig']['mode_current'] == 'disabled'
+    assert projected['gpus'][0]['mig']['gpu_instances'] == []
+    assert projected['gpus'][1] == fact['gpus'][1]
+    assert fact['gpus'][0]['mig']['gpu_instances'][0]['compute_instances'][0]['uuid'] == 'MIG-old'
+
+
+def test_compute_instances_that_split_a_gpu_instance_become_devices_of_their_own():
+    fact = topology([node(0, range(0, 8))], gpus=[gpu(0, 'GPU-a', bus='17')], mig_profiles=A100_PROFILES)
+    projected = topology_after_mig(fact, [{'uuid': 'GPU-a', 'layout_wanted': ['3g.40gb@4 [1c+2c]', '1g.10gb@0']}])
+    instances = projected['gpus'][0]['mig']['gpu_instances']
+    assert [(gi['profile'], gi['placement']['start'], [ci['slice_count'] for ci in gi['compute_instances']])
+            for gi in instances] == [('3g.40gb', 4, [1, 2]), ('1g.10gb', 0, [None])]
+    uuids = [ci['uuid'] for gi in instances for ci in gi['compute_instances']]
+    assert uuids == [placeholder_uuid('GPU-a', 4, 0), placeholder_uuid('GPU-a', 4, 1), placeholder_uuid('GPU-a', 0, 0)]
+    assert len(set(uuids)) == 3 and placeholder_uuid('GPU-a', 4, 0) == placeholder_uuid('GPU-a', 4, 0)
+    assert A100 in projected['mig_profiles']
+
+
+@pytest.mark.parametrize('layout, message', [
+    ('3g.40gb@0', "layout_wanted must be 'disabled' or a list"),
+    (['3g.40gb'], "'3g.40gb' is not a layout entry"),
+    (['3g.40gb@0 [x]'], 'is not a layout entry'),
+    (['3g.40gb@0\n'], 'is not a layout entry'),
+])
+def test_a_layout_it_cannot_read_is_refused_naming_it(layout, message):
+    with pytest.raises(MigProjectionError) as refused:
+        parse_layout(layout, 'GPU GPU-a')
+    assert message in str(refused.value) and str(refused.value).startswith('GPU GPU-a: ')
+
+
+def test_a_plan_for_another_host_or_a_wrong_input_is_refused():
+    fact = topology([node(0, range(0, 8))], gpus=[gpu(0, 'GPU-a', bus='17')])
+    with pytest.raises(MigProjectionError) as refused:
+        topology_after_mig(fact, [{'uuid': 'GPU-z', 'layout_wanted': 'disabled'}])
+    assert 'GPU-z' in str(refused.value) and 'same host' in str(refused.value)
+    with pytest.raises(MigProjectionError) as refused:
+        topology_after_mig({'numa_nodes': []}, [])
+    assert 'gpufleet.core.topology_facts' in str(refused.value)
+    with pytest.raises(MigProjectionError) as refused:
+        topology_after_mig(fact, {'gpus': []})
+    assert 'gpus list of a gpufleet.core.mig result' in str(refused.value)
