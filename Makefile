@@ -10,7 +10,7 @@ site: lab-up
 
 # Install what the lab needs and start it (idempotent; a few seconds when it is already up).
 lab-up:
-	tests/testbed/venv.sh main
+	tests/testbed/venv.sh site
 	tests/testbed/link-collection.sh
 	tests/lab/lab.sh up
 

@@ -5,7 +5,7 @@ set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-all_stages=(setup units units-oldest sanity lint galaxy molecule numa-vm)
+all_stages=(setup units units-oldest sanity lint galaxy molecule lab numa-vm)
 stages=("${@:-${all_stages[@]}}")
 
 export PYTHONDONTWRITEBYTECODE=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
@@ -68,7 +68,8 @@ stage_lint() {
 
 stage_galaxy() {
   tests/integration/installed_collection.sh "$repo/.venv" && \
-  tests/integration/installed_collection.sh "$repo/.venv-oldest"
+  tests/integration/installed_collection.sh "$repo/.venv-oldest" && \
+  tests/integration/execution_environment.sh "$repo/.venv"
 }
 
 stage_molecule() { # every scenario under extensions/molecule, the quick ones first (tests/testbed/molecule-first.txt)
@@ -77,6 +78,10 @@ stage_molecule() { # every scenario under extensions/molecule, the quick ones fi
   for scenario in $scenarios; do
     tests/testbed/molecule.sh "$scenario" || return 1
   done
+}
+
+stage_lab() { # the site playbook on the lab of simulated GPU hosts over SSH (tests/lab/), from nothing
+  tests/integration/lab_site.sh
 }
 
 stage_numa-vm() { # a real kernel with two NUMA nodes (QEMU, software emulation): the binding, measured

@@ -13,7 +13,7 @@ type: aggregate
 short_description: Print what became of each host of a gpufleet.core.site run
 version_added: 0.1.0
 description:
-  - At the end of a run of P(gpufleet.core.site#playbook), prints one line per host of the run - converged with its
+  - At the end of a run of the C(gpufleet.core.site) playbook, prints one line per host of the run - converged with its
     audit, failed with the stage, task and reason, unreachable with the stage, quarantined or failed by preflight
     with the reason, or not changed - and the counts.
   - It is printed however the run ends, including when Ansible stops the rollout early because a batch went over
@@ -75,7 +75,7 @@ class CallbackModule(CallbackBase):
         stage = _stage_of(task)
         # Preflight's checks are rescued and recorded with their reason; the gates ('Stop here ...') fail on the host
         # that runs them once, for the others.
-        if not ignore_errors and stage is not None and not task.get_name().startswith('Stop here') \
+        if not ignore_errors and stage is not None and not (task.name or '').startswith('Stop here') \
                 and not self._in_rescued_block(task):
             self.run.refusal(host, stage, data.get('msg'))
 

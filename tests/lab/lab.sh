@@ -180,7 +180,7 @@ up() {
   local -a fresh=() known=() stale=() facts=() waits=() pairs=()
   local -A gpu_counts=()
   install_missing openssh-client dpkg-dev gnupg
-  "$testbed/venv.sh" main
+  "$testbed/venv.sh" site
   mkdir -p "$lab/ssh" "$lab/hosts"
 
   # One client key for the whole lab, kept until down.

@@ -141,9 +141,9 @@ def zz_lab_yml(repo_json, subnet):
         'gpu_services_reserved_cpus: ""',
         '# The stand-in service (tests/lab/host/usr/local/lib/gpufleet-lab/serve): it opens its GPUs as a CUDA',
         '# process does, so NVML lists it on them, and writes every page of the memory it is given.',
-        'hk_llm_command: /usr/local/lib/gpufleet-lab/serve 64',
-        'hk_imagegen_command: /usr/local/lib/gpufleet-lab/serve 32',
-        'hk_gateway_command: /usr/local/lib/gpufleet-lab/serve 16',
+        'hk_llm_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 64',
+        'hk_imagegen_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 32',
+        'hk_gateway_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 16',
     ]) + '\n'
 
 
