@@ -67,8 +67,9 @@ class FleetRun:
         self.unreachable.setdefault(host, (self.stage.get(host), _short(reason)))
 
     def results(self):
-        """Host -> (result, line), hosts in run order (then any other host a refusal named)."""
-        hosts = list(self.run_hosts) + sorted(set(self.refused) - set(self.run_hosts))
+        """Host -> (result, line), hosts in run order, then any other host a refusal or a lost connection named (a run
+        that stopped before preflight recorded its hosts)."""
+        hosts = list(self.run_hosts) + sorted((set(self.refused) | set(self.unreachable)) - set(self.run_hosts))
         found = {}
         for host in hosts:
             found[host] = self._result(host)

@@ -71,3 +71,9 @@ def test_long_reasons_are_shortened_to_one_line():
     run.facts('c', {'_gpufleet_preflight': {'run_hosts': ['c'], 'failures': {'c': 'word\n' * 400}}})
     line = run.lines()[0]
     assert '\n' not in line and line.endswith('...') and len(line) < 500
+
+
+def test_hosts_lost_before_preflight_recorded_the_run_are_still_named():
+    run = FleetRun()
+    run.lost('d1', 'Connection refused')
+    assert run.lines() == ['d1: UNREACHABLE during the run: Connection refused', '1 host(s): 1 failed']
