@@ -34,29 +34,12 @@ import re
 import sys
 import uuid
 
+# The simulator's CPU-list helpers (tests/nvml_sim/render_tree.py), one copy for both.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'nvml_sim'))
+from render_tree import compact, expand  # noqa: E402
+
 # The namespace of every lab UUID; the name under it says which host, GPU and instance.
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, 'lab.gpufleet.invalid')
-
-
-def expand(cpulist):
-    cpus = []
-    for part in [p.strip() for p in cpulist.strip().split(',') if p.strip()]:
-        low, _sep, high = part.partition('-')
-        cpus.extend(range(int(low), int(high or low) + 1))
-    return sorted(set(cpus))
-
-
-def compact(cpus):
-    out = []
-    cpus = sorted(set(cpus))
-    i = 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else '%d-%d' % (cpus[i], cpus[j]))
-        i = j + 1
-    return ','.join(out)
 
 
 def _read(path, default=None):
