@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The lab: a small fleet of systemd containers that act as GPU hosts, reached over SSH as a real fleet is
 # (docs/lab.md). Their CPUs and NUMA nodes are this machine's; their GPUs are the NVML simulator's.
-# Usage: tests/lab/lab.sh up|down|status
+# Usage: [GPUFLEET_LAB_HOSTS=FILE] tests/lab/lab.sh up|down|status
 #   up      create what is missing (or out of date), wait until every host answers ssh, write
 #           build/lab/inventory/ and print its path; quick and changes nothing when all is up
 #   down    remove the lab's containers, its podman network and build/lab/
 #   status  each host: its container's state, address and whether ssh answers
+# GPUFLEET_LAB_HOSTS: a file with another fleet, in the columns of the table below (bench/fleet.py sizes the lab
+# with it); up makes the lab that fleet, removing hosts that are not in it.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +39,11 @@ hk2-cpu-01    10.213.7.32  dc_hk2       hk2_rack_c  cpu_only      cpu-only
 say() { echo "lab.sh: $*"; }
 die() { echo "lab.sh: $*" >&2; exit 1; }
 
+if [ -n "${GPUFLEET_LAB_HOSTS:-}" ]; then
+  [ -f "$GPUFLEET_LAB_HOSTS" ] || die "GPUFLEET_LAB_HOSTS=$GPUFLEET_LAB_HOSTS is not a file; give a hosts table or unset it"
+  hosts_table=$(grep -v '^[[:space:]]*#' "$GPUFLEET_LAB_HOSTS" || true)
+fi
+
 # The machine-wide lock of tests/testbed/molecule.sh, held while the image is built and containers are created
 # or removed. Nothing podman starts may inherit it (9>&- on every podman call), or a container would hold it.
 lock() {
@@ -49,7 +56,27 @@ lock() {
 unlock() { flock -u 9; exec 9>&-; }
 pm() { podman "$@" 9>&-; }
 
-hosts() { echo "$hosts_table" | grep -v '^$'; }
+hosts() { echo "$hosts_table" | grep -v '^[[:space:]]*$'; }
+
+# check_table: every line names a host, its address in the lab's subnet, its groups and a host description, with
+# no name or address twice; nothing is made from a table with a mistake in it.
+check_table() {
+  local problems
+  problems=$(hosts | awk -v sims="$repo/tests/nvml_sim/hosts" '
+    function bad(why) { printf "  line %d (%s): %s\n", NR, $0, why; failed = 1 }
+    NF != 6 { bad("6 columns expected: host address data-centre rack class GPUs-from"); next }
+    $1 !~ /^[a-z0-9][a-z0-9-]*$/ || length($1) > 50 { bad("host name: lower-case letters, digits and -") }
+    $2 !~ /^10\.213\.7\.[0-9]+$/ || substr($2, 10) + 0 < 2 || substr($2, 10) + 0 > 254 {
+      bad("address: 10.213.7.2 to 10.213.7.254 (the lab network; .1 is its gateway)") }
+    seen_name[$1]++ { bad("host " $1 " is listed twice") }
+    seen_address[$2]++ { bad("address " $2 " is listed twice") }
+    $3 !~ /^[a-z0-9_]+$/ || $4 !~ /^[a-z0-9_]+$/ { bad("group names: lower-case letters, digits and _") }
+    $5 !~ /^(a100_pcie_4x|h100_sxm_8x|h200_nvl_1x|cpu_only)$/ { bad("class: a100_pcie_4x, h100_sxm_8x, h200_nvl_1x or cpu_only") }
+    { file = sims "/" $6 ".json"; if ($6 !~ /^[a-z0-9-]+$/ || (getline line < file) < 0) bad("no host description tests/nvml_sim/hosts/" $6 ".json"); close(file) }
+    END { if (NR == 0) print "  the table has no host" }') || true
+  [ -z "$problems" ] || die "the hosts table${GPUFLEET_LAB_HOSTS:+ in $GPUFLEET_LAB_HOSTS} has mistakes; fix them:
+$problems"
+}
 container() { echo "gpufleet-lab-$1"; }
 
 ssh_opts() {
@@ -179,6 +206,7 @@ up() {
   local started=$SECONDS host address source name gpus config state line unanswered=0
   local -a fresh=() known=() stale=() facts=() waits=() pairs=()
   local -A gpu_counts=()
+  check_table
   install_missing openssh-client dpkg-dev gnupg
   "$testbed/venv.sh" site
   mkdir -p "$lab/ssh" "$lab/hosts"
