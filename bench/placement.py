@@ -3,8 +3,10 @@
 
 Each host is DGX-like: 2 NUMA nodes, 56 cores each with SMT (node 0: CPUs 0-55,112-167; node 1: 56-111,168-223),
 8 GPUs, 4 per node, and 16 services (gpus: 1, shareable, 2 to 12 CPUs, drawn per host from a fixed seed), with
-CPUs 0 and 112 reserved. Reports the planner's total wall time and peak traced memory (tracemalloc, in a second
-pass, holding every host's plan as a controller holds hostvars), and placement quality for:
+CPUs 0 and 112 reserved. Every host has its own copy of the fact, read from JSON as a controller reads each host's
+facts, so that nothing is shared between hosts that a real fleet would not share. Reports the planner's wall and CPU
+time (the median of --repeat timed passes) and peak traced memory (tracemalloc, in another pass, holding every
+host's plan as a controller holds hostvars), and placement quality for:
   - place_services;
   - everything on GPU0: the reference deployment's before-state, every service on GPU0 with CPUs and memory
     unbound (all CPUs, all nodes);
@@ -19,13 +21,16 @@ with --scale, it takes minutes), wall and CPU time and peak traced memory for ea
 linearly. Services draw their CPUs from 2, 4, 6, 8 and 12, less the counts that would not fit 64 services on a host
 (64 services get 2 CPUs each). The machine's load average (os.getloadavg) is reported with the results.
 
-usage: .venv/bin/python bench/placement.py [--hosts N] [--scale] [--no-sizes] [--output docs/benchmarks/placement.md]
+usage: .venv/bin/python bench/placement.py [--hosts N] [--scale] [--no-sizes] [--repeat N]
+                                          [--output docs/benchmarks/placement.md]
 """
 
 import argparse
 import datetime
+import json
 import os
 import random
+import statistics
 import sys
 import time
 import tracemalloc
@@ -62,6 +67,12 @@ def topology():
                   'pci_bus_id': '00000000:%02X:00.0' % (0x18 + 0x20 * i),
                   'mig': {'mode_current': 'disabled', 'gpu_instances': []}} for i in range(GPUS)],
     }
+
+
+def host_facts(topo, hosts):
+    """One copy of the fact per host, each read from JSON: its own dicts, lists and strings, as hostvars hold them."""
+    text = json.dumps(topo)
+    return [json.loads(text) for host in range(hosts)]
 
 
 def services(host, count=SERVICES):
@@ -113,22 +124,26 @@ def moved(before, after):
     return sum(1 for e in after if kept[e['name']] != (e['gpus'], e['cpus']))
 
 
-def measure(topo, fleet):
-    """Plan every host: timed (wall and CPU time), then again under tracemalloc holding every plan, as a controller
-    holds hostvars. Returns the plans, wall seconds, CPU seconds and the peak traced bytes."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    plans = [place(topo, specs, reserved_cpus=RESERVED) for specs in fleet]
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+def measure(facts, fleet, repeat):
+    """Plan every host REPEAT times, timed (wall and CPU time), then again under tracemalloc holding every plan, as a
+    controller holds hostvars. Returns the plans, the median wall and CPU seconds, and the peak traced bytes."""
+    walls, cpus = [], []
+    for dummy in range(repeat):
+        plans = None  # the last pass's plans are not held while the next one runs
+        wall, cpu = time.perf_counter(), time.process_time()
+        plans = [place(fact, specs, reserved_cpus=RESERVED) for fact, specs in zip(facts, fleet)]
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
     tracemalloc.start()
-    kept = [place(topo, specs, reserved_cpus=RESERVED) for specs in fleet]
+    kept = [place(fact, specs, reserved_cpus=RESERVED) for fact, specs in zip(facts, fleet)]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert kept == plans, 'the planner is not deterministic'
     del kept
-    return plans, wall, cpu, peak
+    return plans, statistics.median(walls), statistics.median(cpus), peak
 
 
-def sizes_table(topo, scale):
+def sizes_table(topo, scale, repeat):
     """Wall time, CPU time and peak traced memory by hosts x services per host."""
     lines = [
         '| hosts | services per host | services | wall time | CPU time | wall time per service | peak traced memory |',
@@ -139,8 +154,9 @@ def sizes_table(topo, scale):
             lines.append('| 10000 | 64 | 640000 | (run with --scale) | | | |')
             continue
         fleet = [services(host, per_host) for host in range(hosts)]
-        plans, wall, cpu, peak = measure(topo, fleet)
-        del plans
+        facts = host_facts(topo, hosts)
+        plans, wall, cpu, peak = measure(facts, fleet, repeat)
+        del plans, facts
         total = hosts * per_host
         lines.append('| %d | %d | %d | %.2f s | %.2f s | %.1f us | %.1f MiB |' % (
             hosts, per_host, total, wall, cpu, 1e6 * wall / total, peak / 1048576.0))
@@ -159,13 +175,15 @@ def main():
     parser.add_argument('--hosts', type=int, default=1000)
     parser.add_argument('--scale', action='store_true', help='also the 10,000 hosts x 64 services row (minutes)')
     parser.add_argument('--no-sizes', action='store_true', help='only the quality table and the headline run')
+    parser.add_argument('--repeat', type=int, default=3, help='timed passes per figure; the median is reported')
     parser.add_argument('--output')
     args = parser.parse_args()
     load_before = os.getloadavg()
     topo = topology()
     fleet = [services(host) for host in range(args.hosts)]
+    facts = host_facts(topo, args.hosts)
 
-    plans, elapsed, cpu, peak = measure(topo, fleet)
+    plans, elapsed, cpu, peak = measure(facts, fleet, args.repeat)
 
     rows = []
     for label, strategy in (('gpufleet.core.place_services', None), ('everything on GPU0 (before)', everything_on_gpu0),
@@ -197,7 +215,7 @@ def main():
     sys.stdout.flush()
     sizes = []
     if not args.no_sizes:
-        sizes = ['', '## By fleet size', ''] + sizes_table(topo, args.scale)
+        sizes = ['', '## By fleet size', ''] + sizes_table(topo, args.scale, args.repeat)
     note = load_note(load_before, os.getloadavg())
     print(note)
     if args.output:
@@ -207,7 +225,8 @@ def main():
 
 def render(lines, note, args):
     command = ' '.join(['.venv/bin/python bench/placement.py', '--hosts %d' % args.hosts] + (
-        ['--scale'] if args.scale else []) + (['--no-sizes'] if args.no_sizes else []))
+        ['--scale'] if args.scale else []) + (['--no-sizes'] if args.no_sizes else []) + (
+        ['--repeat %d' % args.repeat] if args.repeat != 3 else []))
     return '\n'.join([
         '# Benchmark: NUMA-aware placement against the before-state and round-robin',
         '',
@@ -226,11 +245,14 @@ ABOUT = [
     'planner\'s removal column is with `previous`; a round-robin re-plan shifts every later service. The before-state',
     'moves nothing because it binds nothing.',
     '',
-    'Wall time is the timed pass alone; CPU time is the process\'s CPU time over the same pass, which other jobs on the',
-    'machine disturb less. The peak memory is traced Python allocations (tracemalloc, a second pass holding every',
-    'plan), not RSS. Each placement builds its Topology from the fact, which is part of every time here: a host costs',
-    'a fixed part (the Topology, the specs) and a part per service, so the time per service falls as the services per',
-    'host grow, and stays flat as the hosts grow.',
+    'Wall time is the median of three timed passes (--repeat); CPU time is the process\'s CPU time over the same',
+    'passes (their median), which other jobs on the machine disturb less, though not at all only on an idle machine:',
+    'with both CPUs busy, the same work takes more CPU time too. The peak memory is traced Python allocations',
+    '(tracemalloc, another pass holding every plan), not RSS. Every host has its own copy of the fact, read from',
+    'JSON. Each placement builds its Topology from the fact, which is part of every time here; the index of a host\'s',
+    'cores is kept by the content of its CPU lists, so the hosts of one model (here all of them) share one. A host',
+    'costs a fixed part (the Topology, the specs) and a part per service, so the time per service falls as the',
+    'services per host grow, and stays flat as the hosts grow.',
 ]
 
 

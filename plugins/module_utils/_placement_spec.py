@@ -59,6 +59,9 @@ def _from_string(value, decimals=False):
 class Spec:
     """A validated service spec; only the planner's keys."""
 
+    __slots__ = ('position', 'name', 'mode', 'count', 'refs', 'profile', 'mps', 'cpus', 'policy', 'exclusive', 'node',
+                 'cross', 'overlap')
+
     def __init__(self, position):
         self.position = position
         self.name = None

@@ -21,7 +21,6 @@ __metaclass__ = type
 
 import json
 import re
-from itertools import chain
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist, format_sorted
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
@@ -183,11 +182,11 @@ def explain(topology, spec, entry, why, cores):
         devices = 'MPS share%s of %s' % (' (%s)' % ', '.join(limits) if limits else '',
                                          topology.describe(entry['gpus'][0]))
     elif entry['gpus']:
-        devices = '%s, %s' % (', '.join(topology.describe(u) for u in entry['gpus']),
+        devices = '%s, %s' % (', '.join([topology.describe(u) for u in entry['gpus']]),
                               'exclusive' if spec.exclusive else 'shared')
     else:
         devices = 'CPU-only'
-    nodes = sorted(set(key[0] for key in cores))
+    nodes = sorted(set([node for node, core in cores]))
     node_text = 'node %d' % nodes[0] if len(nodes) == 1 else 'nodes %s' % ', '.join(str(n) for n in nodes)
     count = len(cores)
     return '%s, on NUMA %s: CPUs %s (%d whole core%s) from %s, %s, lowest free first; memory %s to node%s %s.' % (
@@ -202,13 +201,13 @@ def entry(topology, spec, placement, share=None):
     ``share`` is (normalised MPS daemon, client environment) for an MPS share.
     """
     uuids = placement.devices
-    cpus = sorted(chain.from_iterable(core for node, core in placement.cores))
-    gpu_nodes = [topology.devices[u]['node'] for u in uuids]
-    mems = memory_nodes(spec.policy, placement.cpu_nodes, placement.numa_node, gpu_nodes)
+    devices = [topology.devices[uuid] for uuid in uuids]
+    cpus = sorted([cpu for node, core in placement.cores for cpu in core])
+    mems = memory_nodes(spec.policy, placement.cpu_nodes, placement.numa_node, [device['node'] for device in devices])
     parents = []
-    for uuid in uuids:
-        if topology.devices[uuid]['parent'] not in parents:
-            parents.append(topology.devices[uuid]['parent'])
+    for device in devices:
+        if device['parent'] not in parents:
+            parents.append(device['parent'])
     environment = {'CUDA_VISIBLE_DEVICES': ','.join(uuids), 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}
     mps = None
     if share is not None:

@@ -35,6 +35,8 @@ class Unplaceable(GpufleetError):
 class Placement:
     """Where one service goes: its devices (UUIDs), cores ((node, core) pairs), CPU nodes, numa_node, and why."""
 
+    __slots__ = ('devices', 'cores', 'cpu_nodes', 'numa_node', 'why')
+
     def __init__(self, devices, cores, cpu_nodes, numa_node, why):
         self.devices = devices
         self.cores = cores
@@ -75,15 +77,12 @@ class Planner:
         self.mps_users = {}   # MPS device -> [service]
         self.cpu_nodes = topology.cpu_nodes()
         # node -> its cores neither reserved nor claimed, in order; claim() takes cores out.
-        self.unclaimed = dict((node, [core for core in cores if (node, core) not in self.reserved_cores])
-                              for node, cores in topology.cores.items())
+        self.unclaimed = dict((node, list(cores)) for node, cores in topology.cores.items())
+        for node, core in self.reserved_cores:
+            self.unclaimed[node].remove(core)
         self.pools = {}  # (mode, profile) -> pool(), built on first use
 
     # -- what is free ----------------------------------------------------------------------------------------
-
-    def free_cores(self, node_id):
-        """The node's cores neither reserved nor claimed."""
-        return len(self.unclaimed.get(node_id, ()))
 
     def usable_cores(self, node_id, overlap):
         """The node's cores a service may take, in order: the unclaimed ones, and with overlap the ones whose
@@ -129,10 +128,11 @@ class Planner:
             and self.device_free(uuid, spec.exclusive)
 
     def node_rank(self, spec, node_id):
-        """Lower is better: the pinned node, then the most free cores, then the lowest node id."""
+        """Lower is better: the pinned node, then the most free cores (neither reserved nor claimed), then the lowest
+        node id."""
         if node_id is None:
             return (2, 0, 0)
-        return (0 if node_id == spec.node else 1, -self.free_cores(node_id), node_id)
+        return (0 if node_id == spec.node else 1, -len(self.unclaimed.get(node_id, ())), node_id)
 
     def pool(self, spec):
         """The UUIDs of the devices of the spec's kind usable without MPS, in ``sort`` order, and the same by node;
@@ -158,7 +158,7 @@ class Planner:
             node = host.devices[uuid]['node']
             if node not in gpu_nodes:
                 gpu_nodes.append(node)
-        known = sorted(n for n in gpu_nodes if n is not None)
+        known = sorted([n for n in gpu_nodes if n is not None])
         unknown = [u for u in uuids if host.devices[u]['node'] is None]
         if not uuids:
             node = spec.node if spec.node is not None else (hint if hint in self.cpu_nodes else None)
@@ -208,6 +208,8 @@ class Planner:
         remainder), or 'all' on every node."""
         if cpus == 'all':
             return [(node, 'all') for node in nodes]
+        if len(nodes) == 1:
+            return [(nodes[0], cpus)]  # the usual case, which needs no arithmetic
         base, extra = divmod(cpus, len(nodes))
         return [(node, base + (1 if i < extra else 0)) for i, node in enumerate(nodes)]
 
@@ -216,25 +218,20 @@ class Planner:
     def choose_devices(self, spec):
         """Devices for a count or MIG-profile request, by the documented preference."""
         pool, pool_by_node = self.pool(spec)
-        if spec.mode == 'count':
-            what = 'whole GPU%s' % ('s' if spec.count > 1 else '')
-        else:
-            what = 'MIG device%s of profile %s' % ('s' if spec.count > 1 else '', spec.profile)
-
         users = self.use_count.__getitem__
         taken = self.unavailable(spec.exclusive)
         by_node = {}  # node -> its free devices, the least shared first, then in ``sort`` order (a stable sort)
         for node, uuids in pool_by_node.items():
-            free = [uuid for uuid in uuids if uuid not in taken]
+            free = [uuid for uuid in uuids if uuid not in taken] if taken else list(uuids)
             if free:
                 free.sort(key=users)
                 by_node[node] = free
+        count = spec.count
 
         def rank(node):
             # Unshared devices before shared ones, so shareable services spread over the GPUs first.
-            shared = sum(map(users, by_node[node][:spec.count]))
             pinned, free, node_id = self.node_rank(spec, node)
-            return (pinned, shared, free, node_id)
+            return (pinned, sum(map(users, by_node[node][:count])), free, node_id)
 
         if spec.cross:
             nodes = sorted(by_node, key=rank)
@@ -246,12 +243,17 @@ class Planner:
                 return chosen[:spec.count]
         else:
             allowed = [spec.node] if spec.node is not None else self.cpu_nodes
-            nodes = sorted((n for n in allowed if len(by_node.get(n, ())) >= spec.count), key=rank)
+            nodes = [n for n in allowed if len(by_node.get(n, ())) >= count]
             if nodes:
-                return by_node[nodes[0]][:spec.count]
-        raise Unplaceable(self._short_of_devices(spec, what, pool, by_node))
+                # The first of the best, as sorting by rank would give (one node, as a pinned one is, needs no rank).
+                return by_node[nodes[0] if len(nodes) == 1 else min(nodes, key=rank)][:count]
+        raise Unplaceable(self._short_of_devices(spec, pool, by_node))
 
-    def _short_of_devices(self, spec, what, pool, by_node):
+    def _short_of_devices(self, spec, pool, by_node):
+        if spec.mode == 'count':
+            what = 'whole GPU%s' % ('s' if spec.count > 1 else '')
+        else:
+            what = 'MIG device%s of profile %s' % ('s' if spec.count > 1 else '', spec.profile)
         kind = 'exclusive' if spec.exclusive else 'shareable'
         where = 'on node %d' % spec.node if spec.node is not None else (
             'on any nodes' if spec.cross else 'on one NUMA node with CPUs')
@@ -341,7 +343,7 @@ class Planner:
             taken = self.pack(share, usable)
             if taken is None:
                 raise Unplaceable(self._short_of_cpus(spec, node, share, sum(len(c) for c in usable)))
-            picked.extend((node, core) for core in taken)
+            picked.extend([(node, core) for core in taken])
         return picked
 
     def _short_of_cpus(self, spec, node, share, got):
@@ -366,19 +368,21 @@ class Planner:
     # -- claims ----------------------------------------------------------------------------------------------
 
     def claim(self, spec, uuids, cores):
+        device_user = (spec.name, spec.exclusive)
         for uuid in uuids:
             if spec.mode == 'mps':
                 self.mps_users.setdefault(uuid, []).append(spec.name)
             else:
-                self.gpu_users.setdefault(uuid, []).append((spec.name, spec.exclusive))
+                self.gpu_users.setdefault(uuid, []).append(device_user)
                 self.use_count[uuid] = self.use_count.get(uuid, 0) + 1
                 if spec.exclusive:
                     self.held_exclusively.add(uuid)
+        core_user = (spec.name, spec.overlap)
         for key in cores:
             users = self.core_users.setdefault(key, [])
             if not users and key not in self.reserved_cores:
                 self.unclaimed[key[0]].remove(key[1])
-            users.append((spec.name, spec.overlap))
+            users.append(core_user)
 
     # -- the previous plan -----------------------------------------------------------------------------------
 

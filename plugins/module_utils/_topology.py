@@ -16,6 +16,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from itertools import repeat
+
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, parse_cpulist, parse_cpulists
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._fact_layout import FACT_VERSION, READABLE_FACT_VERSIONS
@@ -56,6 +58,39 @@ def _node_cpus(node, version):
         return None
 
 
+# Indexing a host's cores is a fifth of planning it, and the hosts of one model have the same CPU lists: the index
+# (nodes, node_cpus, cores, core_of) is kept by the content of the lists it is built from, for the Topology of every
+# such host to share. Bounded, so that a fleet of many models cannot grow it without end.
+_CPU_INDEX_LIMIT = 64
+_CPU_INDEXES = {}
+
+
+def _all_strings(values):
+    # map() keeps the loop in C: a host has a sibling list per core, and this runs for every host.
+    return all(map(isinstance, values, repeat(str)))
+
+
+def _cpu_index_key(fact, version):
+    """What a fact's CPU index is built from, as a key: each node's id and CPU list, and the SMT sibling lists.
+
+    None, for the index to be built (and the fact checked) afresh, where a value is not of the kind the fact's
+    layout gives: a key is only as strict as ``==``, for which True is 1, and a cached index must not answer for a
+    fact that building it would refuse. Version 1's integer lists are not kept.
+    """
+    if version == 1:
+        return None
+    nodes = []
+    for node in fact['numa_nodes']:
+        if not isinstance(node, dict) or not _is_int(node.get('id')) or not isinstance(node.get('cpulist'), str):
+            return None
+        nodes.append((node['id'], node['cpulist']))
+    cpu = fact.get('cpu') or {}
+    siblings = (cpu.get('smt_siblings') or []) if isinstance(cpu, dict) else None
+    if not isinstance(siblings, list) or not _all_strings(siblings):
+        return None
+    return version, tuple(nodes), tuple(siblings)
+
+
 def gpu_ref_index(ref):
     """The GPU index a reference means (an int, or a string of digits), or None for a UUID or a name."""
     if _is_int(ref):
@@ -88,6 +123,7 @@ class Topology:
     - ``nodes``: NUMA node ids, sorted; ``node_cpus``: node id -> its CPUs, sorted; ``node(id)``: the fact's node.
     - ``cores``: node id -> its whole cores (tuples of SMT siblings within the node), sorted; ``core_of``: CPU ->
       (node id, core). A CPU the sibling lists omit is a core of its own.
+      These four are shared by every Topology of a host with the same CPU lists: read them, never change them.
     - ``gpus``: the fact's GPU dicts; ``devices``: UUID -> device for every GPU and MIG compute instance, in fact
       order, each a dict: ``uuid``, ``mig`` (a MIG device?), ``parent`` (its GPU's UUID), ``gpu`` (that GPU's fact
       dict), ``node``, ``bus`` (upper-case PCI bus id, '' when unknown), ``mig_mode`` (its GPU is in MIG mode),
@@ -103,18 +139,17 @@ class Topology:
                                      "gpufleet.core.topology_facts (a dict with numa_nodes and gpus)")
         self.fact = fact
         self.version = fact_version(fact)
-        self._nodes = {}
-        self.node_cpus = {}
-        for node in fact['numa_nodes']:
-            cpus = _node_cpus(node, self.version) if isinstance(node, dict) and _is_int(node.get('id')) else None
-            if cpus is None:
-                raise TopologyModelError('the topology has a NUMA node without an integer id and a %s (%r); '
-                                         'gather it again with gpufleet.core.topology_facts'
-                                         % ('cpus list' if self.version == 1 else 'CPU list (cpulist)', node))
-            self._nodes[node['id']] = node
-            self.node_cpus[node['id']] = cpus
-        self.nodes = sorted(self.node_cpus)
-        self._index_cores()
+        key = _cpu_index_key(fact, self.version)
+        index = _CPU_INDEXES.get(key) if key is not None else None
+        if index is None:
+            index = self._index_cpus()
+            if key is not None:
+                if len(_CPU_INDEXES) >= _CPU_INDEX_LIMIT:
+                    del _CPU_INDEXES[next(iter(_CPU_INDEXES))]  # the oldest: dicts keep insertion order
+                _CPU_INDEXES[key] = index
+        self.nodes, self.node_cpus, self.cores, self.core_of = index
+        # The fact's own node dicts (node() returns them), never shared; the key held every id to be an int.
+        self._nodes = dict((node['id'], node) for node in fact['numa_nodes'])
         self.gpus = fact.get('gpus') or []
         self.devices = {}
         self.by_index = {}
@@ -123,19 +158,29 @@ class Topology:
             self._index_gpu(gpu, profiles)
         self._device_list = list(self.devices.values())
 
-    def _index_cores(self):
+    def _index_cpus(self):
+        """(nodes, node_cpus, cores, core_of) of the fact, checking every node; the class docstring says what each is."""
+        node_cpus = {}
+        for node in self.fact['numa_nodes']:
+            cpus = _node_cpus(node, self.version) if isinstance(node, dict) and _is_int(node.get('id')) else None
+            if cpus is None:
+                raise TopologyModelError('the topology has a NUMA node without an integer id and a %s (%r); '
+                                         'gather it again with gpufleet.core.topology_facts'
+                                         % ('cpus list' if self.version == 1 else 'CPU list (cpulist)', node))
+            node_cpus[node['id']] = cpus
+        nodes = sorted(node_cpus)
         siblings = {}
         for group in parse_cpulists((self.fact.get('cpu') or {}).get('smt_siblings') or []):
             for cpu in group:
                 siblings[cpu] = group
-        self.cores = {}
-        self.core_of = core_of = {}
-        for node_id in self.nodes:
-            node_cpus = self.node_cpus[node_id]
-            cpus = set(node_cpus)
+        cores_by_node = {}
+        core_of = {}
+        for node_id in nodes:
+            ordered = node_cpus[node_id]
+            cpus = set(ordered)
             placed = set()
             cores = []
-            for cpu in node_cpus:
+            for cpu in ordered:
                 if cpu in placed:
                     continue  # in a core found through a lower sibling
                 group = siblings.get(cpu, (cpu,))
@@ -147,7 +192,8 @@ class Topology:
                     core_of[member] = key
                 cores.append(core)
             cores.sort()
-            self.cores[node_id] = cores
+            cores_by_node[node_id] = cores
+        return nodes, node_cpus, cores_by_node, core_of
 
     def _index_gpu(self, gpu, profiles):
         if not isinstance(gpu, dict) or not isinstance(gpu.get('uuid'), str):
@@ -164,7 +210,7 @@ class Topology:
         }
         if _is_int(gpu.get('index')):
             self.by_index[gpu['index']] = uuid
-        memory = dict((p.get('name'), p.get('memory_mb')) for p in profiles.get(gpu.get('name')) or [])
+        memory = dict([(p.get('name'), p.get('memory_mb')) for p in profiles.get(gpu.get('name')) or []])
         for gi in mig.get('gpu_instances') or []:
             start = (gi.get('placement') or {}).get('start', -1)
             for ci in gi.get('compute_instances') or []:

@@ -10,6 +10,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import (
     CpuListError,
     cpus_from_words,
     format_cpulist,
+    format_sorted,
     parse_cpulist,
     parse_cpulists,
     parse_cpumask,
@@ -50,9 +51,27 @@ def test_format_cpulist(cpus, text):
     assert format_cpulist(cpus) == text
 
 
-def test_format_cpulist_rejects_negative_numbers():
+@pytest.mark.parametrize('cpus', [[-1, 0], [-1], [True], ['x']])
+def test_format_cpulist_rejects_what_is_not_a_cpu_number_also_alone(cpus):
+    # One number alone takes a shorter way (the planner's memory nodes); it must refuse what the long way refuses.
     with pytest.raises(CpuListError):
-        format_cpulist([-1, 0])
+        format_cpulist(cpus)
+
+
+def _ranges_one_by_one(cpus):
+    """The kernel's format, the plain way: a range per run of consecutive numbers."""
+    runs = []
+    for cpu in sorted(set(cpus)):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ','.join(str(low) if low == high else '%d-%d' % (low, high) for low, high in runs)
+
+
+@given(st.sets(st.integers(min_value=0, max_value=300), max_size=120))
+def test_format_sorted_and_format_cpulist_write_each_run_as_one_range(cpus):
+    assert format_sorted(sorted(cpus)) == format_cpulist(list(cpus)) == _ranges_one_by_one(cpus)
 
 
 @given(st.sets(st.integers(min_value=0, max_value=8191), max_size=300))

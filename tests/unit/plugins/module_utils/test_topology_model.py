@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 import pytest
 
+from ansible_collections.gpufleet.core.plugins.module_utils import _topology
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import (
     FACT_VERSION, Topology, TopologyModelError, match_gpu_ref)
@@ -89,3 +90,47 @@ def test_a_fact_of_another_version_is_refused_with_the_fix_and_none_means_versio
 def test_what_is_not_a_fact_is_refused_as_our_error(fact):
     with pytest.raises(GpufleetError, match='gpufleet'):
         Topology(fact)
+
+
+def test_hosts_with_the_same_cpu_lists_share_one_core_index_equal_to_one_built_afresh():
+    first, second = _host(), _host()  # equal content, separate objects, as two hosts' facts are
+    one, other = Topology(first), Topology(second)
+    assert other.cores is one.cores and other.core_of is one.core_of and other.node_cpus is one.node_cpus
+    # Version 1's integer lists are never kept: this one is built afresh, and must say the same.
+    fresh = Topology(as_version_1(_host()))
+    assert fresh.cores is not one.cores
+    index = (one.nodes, one.node_cpus, one.cores, one.core_of)
+    assert (fresh.nodes, fresh.node_cpus, fresh.cores, fresh.core_of) == index
+    # The node dicts are each fact's own.
+    assert other.node(0) is second['numa_nodes'][0] and one.node(0) is first['numa_nodes'][0]
+
+
+def test_other_cpu_lists_get_their_own_index():
+    plain = Topology(_host())
+    fact = _host()
+    fact['cpu']['smt_siblings'] = [str(cpu) for cpu in range(16)]  # SMT off: every CPU a core of its own
+    assert Topology(fact).cores[0] == [(0,), (1,), (2,), (3,), (8,), (9,), (10,), (11,)]
+    assert plain.cores[0] == [(0, 8), (1, 9), (2, 10), (3, 11)]
+    fact = _host()
+    fact['numa_nodes'][0]['cpulist'] = '0-3'
+    assert Topology(fact).cores[0] == [(0,), (1,), (2,), (3,)]
+
+
+@pytest.mark.parametrize('spoil', [
+    lambda fact: fact['numa_nodes'][1].update(id=True),        # True == 1 as a key, but it is no node id
+    lambda fact: fact['numa_nodes'][1].update(id=1.0),
+    lambda fact: fact['cpu']['smt_siblings'].__setitem__(0, True),
+])
+def test_a_kept_index_never_answers_for_a_fact_that_building_one_refuses(spoil):
+    Topology(_host())  # keeps the index of the good fact
+    fact = _host()
+    spoil(fact)
+    with pytest.raises(GpufleetError):
+        Topology(fact)
+
+
+def test_the_kept_indexes_are_bounded():
+    for cpus in range(1, _topology._CPU_INDEX_LIMIT + 10):
+        Topology(topology(nodes=[node(0, range(cpus))]))
+    assert len(_topology._CPU_INDEXES) <= _topology._CPU_INDEX_LIMIT
+    assert Topology(topology(nodes=[node(0, range(3))])).cores == {0: [(0,), (1,), (2,)]}
