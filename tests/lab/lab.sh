@@ -56,6 +56,19 @@ lock() {
 unlock() { flock -u 9; exec 9>&-; }
 pm() { podman "$@" 9>&-; }
 
+# remove_containers NAME...: podman can fail to remove a container that --restart=always is restarting as it stops
+# it ("container state improper"); a second try finds it stopped. Fails only if one is still there after three.
+remove_containers() {
+  local attempt left
+  for attempt in 1 2 3; do
+    pm rm -f -t 2 "$@" >/dev/null 2>&1 || true
+    left=$(pm ps -a --format '{{.Names}}' | grep -xF -f <(printf '%s\n' "$@") || true)
+    [ -n "$left" ] || return 0
+    sleep "$attempt"
+  done
+  die "podman cannot remove $(echo "$left" | xargs); see podman ps -a, and remove them with podman rm -f"
+}
+
 hosts() { echo "$hosts_table" | grep -v '^[[:space:]]*$'; }
 
 # check_table: every line names a host, its address in the lab's subnet, its groups and a host description, with
@@ -127,7 +140,7 @@ create() { # create HOST ADDRESS GPUS CONFIG
   local -a octets
   IFS=. read -r -a octets <<<"$address"
   mac=$(printf '02:6c:%02x:%02x:%02x:%02x' "${octets[@]}")
-  pm rm -f -t 2 "$name" >/dev/null 2>&1 || true
+  remove_containers "$name"
   # --restart=always: a reboot (systemd exits) boots the host again, as ansible.builtin.reboot expects.
   # SYS_PTRACE: root on a host can read any process's /proc files (numa_maps for the audit, fds and environment for
   # the lab's stand-in driver); podman's default capabilities leave it out.
@@ -233,7 +246,7 @@ up() {
   # A container of the lab whose host left the table.
   mapfile -t stale < <(pm ps -a --filter "label=$label" --format '{{.Names}}' | grep -vxF -f <(hosts | awk '{print "gpufleet-lab-" $1}') || true)
   if [ "${#stale[@]}" -gt 0 ]; then
-    pm rm -f -t 2 "${stale[@]}" >/dev/null
+    remove_containers "${stale[@]}"
     say "removed ${stale[*]} (no longer in the lab)"
   fi
   # Start every missing or outdated container first, so that they boot side by side, then provision each.
@@ -290,7 +303,7 @@ down() {
   lock
   mapfile -t names < <(pm ps -a --filter "label=$label" --format '{{.Names}}')
   if [ "${#names[@]}" -gt 0 ]; then
-    pm rm -f -t 2 "${names[@]}" >/dev/null
+    remove_containers "${names[@]}"
     say "removed ${names[*]}"
   fi
   if pm network exists "$network"; then
