@@ -29,7 +29,8 @@ stage_setup() {
 
 stage_units() {
   link_collection
-  PYTHONPATH="$collections" .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit
+  PYTHONPATH="$collections" .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit || return 1
+  tests/integration/alert_rules.sh  # the GPU alert pack through promtool check rules and test rules
 }
 
 stage_units-oldest() {

@@ -194,3 +194,26 @@ def test_skip_failed_quarantines_the_failed_hosts_and_rolls_out_to_the_others(tm
     assert ('gpufleet_expected_gpus promises 8 x NVIDIA H100 80GB HBM3, but the host has 4 (NVIDIA A100 80GB PCIe, '
             'NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe)') in failures['hk1-a100-01']
     assert '3g.40gb' in failures['hk1-a100-02']
+
+
+def test_the_monitoring_host_is_checked_with_the_others_before_any_host_is_changed(tmp_path):
+    # The example fleet's monitoring group: its host runs gpufleet.core.monitoring, whose variables validate checks
+    # against the role's argument spec, and whose preflight runs in the site playbook's preflight, with every host's.
+    # Its targets are labelled with each host's data centre: the hosts are in the example's dc groups.
+    groups = {'monitoring': ['hk2-cpu-01'], 'dc_hk1': ['hk1-a100-01', 'hk1-a100-02'], 'dc_hk2': ['hk2-cpu-01']}
+    ran, kept = run_stages(tmp_path, fleet(tmp_path, extra_groups=groups,
+                                           host_vars={'hk2-cpu-01': {'monitoring_install_prometheus': 'perhaps'}}))
+    assert ran.returncode != 0 and kept is None
+    assert 'gpufleet.core.monitoring: ' in ran.stdout and 'monitoring_install_prometheus' in ran.stdout
+    assert 'Preflight every host' not in ran.stdout
+
+    ran, kept = run_stages(tmp_path / 'range', fleet(tmp_path / 'range', extra_groups=groups,
+                                                     host_vars={'hk2-cpu-01': {'monitoring_gpu_memory_budget_percent': 120}}))
+    assert ran.returncode != 0 and kept is None
+    assert 'Preflight failed on 1 of 3 host(s), so no host was changed: ' in ran.stdout
+    assert ('monitoring_gpu_memory_budget_percent is 120: a GPU memory budget is a percentage from 1 to 100, '
+            'such as 85.') in ran.stdout
+
+    ran, kept = run_stages(tmp_path / 'good', fleet(tmp_path / 'good', extra_groups=groups))
+    assert ran.returncode == 0, ran.stdout[-6000:]
+    assert kept['preflight']['failures'] == {} and 'hk2-cpu-01' in kept['rollout']['hosts']
