@@ -32,6 +32,7 @@ import os
 import string
 import sys
 import tempfile
+import time
 import uuid as _uuid
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -130,6 +131,18 @@ NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7
 NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
 NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0x0
 NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT = 0x1
+
+# Event types (nvmlDeviceRegisterEvents); the simulator's driver raises Xid events (simctl.inject_xid).
+nvmlEventTypeSingleBitEccError = 0x0000000000000001
+nvmlEventTypeDoubleBitEccError = 0x0000000000000002
+nvmlEventTypePState = 0x0000000000000004
+nvmlEventTypeXidCriticalError = 0x0000000000000008
+nvmlEventTypeClock = 0x0000000000000010
+nvmlEventTypeNone = 0x0000000000000000
+_SUPPORTED_EVENT_TYPES = (nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError | nvmlEventTypePState
+                          | nvmlEventTypeXidCriticalError | nvmlEventTypeClock)
+# gpuInstanceId/computeInstanceId of an event that is not a MIG device's.
+_NO_INSTANCE = 0xFFFFFFFF
 
 nvmlGpuInstanceProfileInfo_v2 = 0x02000098
 nvmlComputeInstanceProfileInfo_v2 = 0x02000088
@@ -300,6 +313,16 @@ c_nvmlGpuInstance_t = ctypes.py_object
 c_nvmlComputeInstance_t = ctypes.py_object
 
 
+class c_nvmlEventData_t(_PrintableStructure):
+    _fields_ = [
+        ('device', c_nvmlDevice_t),
+        ('eventType', ctypes.c_ulonglong),
+        ('eventData', ctypes.c_ulonglong),
+        ('gpuInstanceId', ctypes.c_uint),
+        ('computeInstanceId', ctypes.c_uint),
+    ]
+
+
 class c_nvmlGpuInstanceInfo_t(object):
     def __init__(self, device, gi_id, profile_id, start, size):
         self.device = device
@@ -432,14 +455,15 @@ class _Sim(object):
         state = None
         if os.path.exists(self.state_path):
             state = _load_json(self.state_path)
-        if not state or 'gpus' not in state:
-            # A state file that simctl started (faults only) still gets the host's initial state.
+        if not state or 'uuid_seq' not in state:
+            # A state file that simctl started (faults, a lost GPU) still gets the host's initial state.
             fresh = {'uuid_seq': 0, 'processes': list(self.host.get('processes', [])), 'faults': [],
                      'mutations': 0, 'gpus': {}}
             fresh.update(state or {})
             state = fresh
         for spec in self.host.get('gpus', []):
-            state['gpus'].setdefault(spec['uuid'], fresh_gpu_state(spec))
+            # simctl may have marked a GPU (lost) before any session wrote its state.
+            state['gpus'][spec['uuid']] = dict(fresh_gpu_state(spec), **state['gpus'].get(spec['uuid'], {}))
         return state
 
     def save(self):
@@ -485,8 +509,16 @@ def _session(function, mutation=False):
 
 def _gpu(handle):
     if isinstance(handle, _Gpu):
+        _present(handle)
         return handle
     _raise(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def _present(gpu):
+    """A GPU that has fallen off the bus (the host description's "lost", or simctl.lose_gpu) answers nothing."""
+    if gpu.spec.get('lost') or gpu.state.get('lost'):
+        _raise(NVML_ERROR_GPU_IS_LOST)
+    return gpu
 
 
 def _new_mig_uuid(sim, gpu, gi_id, ci_id):
@@ -551,10 +583,7 @@ def nvmlDeviceGetHandleByIndex(index):
     sim = _session('nvmlDeviceGetHandleByIndex')
     if not 0 <= int(index) < len(sim.gpus):
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    gpu = sim.gpus[int(index)]
-    if gpu.spec.get('lost'):
-        _raise(NVML_ERROR_GPU_IS_LOST)
-    return gpu
+    return _present(sim.gpus[int(index)])
 
 
 # ---------------------------------------------------------------------------
@@ -590,9 +619,20 @@ def nvmlDeviceGetPciInfo(handle):
 
 
 def nvmlDeviceGetMemoryInfo(handle, version=None):
-    _session('nvmlDeviceGetMemoryInfo')
-    total = _gpu(handle).model['memory_mb'] * 1024 * 1024
-    return c_nvmlMemory_t(total=total, free=total, used=0)
+    """A GPU's memory, or a MIG device's (its GPU instance's); used is what its compute processes use."""
+    sim = _session('nvmlDeviceGetMemoryInfo')
+    if isinstance(handle, _MigDevice):
+        gpu = _present(handle.gpu)
+        record = _GpuInstance(gpu, handle.gi_id).record()
+        total_mb = gpu.profile_by_id(record['profile_id'])['memory_mb']
+        processes = _processes_of(sim, gpu, handle.gi_id, handle.ci_id)
+    else:
+        gpu = _gpu(handle)
+        total_mb = gpu.model['memory_mb']
+        processes = _processes_of(sim, gpu)
+    total = total_mb * 1024 * 1024
+    used = min(sum(process.usedGpuMemory for process in processes), total)
+    return c_nvmlMemory_t(total=total, free=total - used, used=used)
 
 
 def nvmlDeviceGetPersistenceMode(handle):
@@ -706,6 +746,8 @@ def nvmlDeviceGetNvLinkRemotePciInfo(device, link):
 
 def _processes_of(sim, gpu, gi_id=None, ci_id=None):
     found = []
+    # simctl.set_process_memory: what a process uses, kept apart from the process list the lab's driver rewrites.
+    memory = sim.state.get('process_memory', {})
     for proc in sim.state.get('processes', []):
         if proc['gpu_uuid'] != gpu.spec['uuid']:
             continue
@@ -713,7 +755,7 @@ def _processes_of(sim, gpu, gi_id=None, ci_id=None):
             continue
         found.append(nvmlFriendlyObject({
             'pid': proc['pid'],
-            'usedGpuMemory': proc.get('used_memory_mb', 0) * 1024 * 1024,
+            'usedGpuMemory': memory.get(str(proc['pid']), proc.get('used_memory_mb', 0)) * 1024 * 1024,
             'gpuInstanceId': proc.get('gpu_instance_id', 0xFFFFFFFF),
             'computeInstanceId': proc.get('compute_instance_id', 0xFFFFFFFF),
         }))
@@ -723,7 +765,7 @@ def _processes_of(sim, gpu, gi_id=None, ci_id=None):
 def nvmlDeviceGetComputeRunningProcesses(handle):
     sim = _session('nvmlDeviceGetComputeRunningProcesses')
     if isinstance(handle, _MigDevice):
-        return _processes_of(sim, handle.gpu, handle.gi_id, handle.ci_id)
+        return _processes_of(sim, _present(handle.gpu), handle.gi_id, handle.ci_id)
     return _processes_of(sim, _gpu(handle))
 
 
@@ -1124,3 +1166,107 @@ def nvmlDeviceGetComputeInstanceId(device):
     if not isinstance(device, _MigDevice):
         _raise(NVML_ERROR_INVALID_ARGUMENT)
     return device.ci_id
+
+# ---------------------------------------------------------------------------
+# Events. The driver's record of Xid errors is a JSON-lines file beside the state (xid_log_path), appended by
+# simctl.inject_xid; the kernel log line of each is there too, for the journalctl stand-in. As in NVML, a set sees
+# only the events that come after a device was registered in it.
+
+
+def xid_log_path(state_path):
+    """Where the simulated driver records Xid errors: STATE without .json, then .xid.jsonl."""
+    return os.path.splitext(state_path)[0] + '.xid.jsonl'
+
+
+def read_xid_log(state_path):
+    records = []
+    try:
+        with open(xid_log_path(state_path)) as handle:
+            for line in handle:
+                if line.strip():
+                    records.append(json.loads(line))
+    except (IOError, OSError):
+        pass
+    return records
+
+
+class _EventSet(object):
+    def __init__(self):
+        self.devices = {}  # GPU UUID -> (event types, last record seq when registered)
+        self.delivered = set()
+        self.freed = False
+
+
+def _event_set(event_set):
+    if not isinstance(event_set, _EventSet) or event_set.freed:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return event_set
+
+
+def nvmlEventSetCreate():
+    _session('nvmlEventSetCreate')
+    return _EventSet()
+
+
+def nvmlDeviceGetSupportedEventTypes(handle):
+    _session('nvmlDeviceGetSupportedEventTypes')
+    _gpu(handle)
+    return _SUPPORTED_EVENT_TYPES
+
+
+def nvmlDeviceRegisterEvents(handle, eventTypes, eventSet):
+    sim = _session('nvmlDeviceRegisterEvents')
+    gpu = _gpu(handle)
+    event_set = _event_set(eventSet)
+    if eventTypes & ~_SUPPORTED_EVENT_TYPES:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    records = read_xid_log(sim.state_path)
+    event_set.devices[gpu.spec['uuid']] = (eventTypes, records[-1]['seq'] if records else 0)
+    return None
+
+
+def _sim_gpu(sim, uuid):
+    for gpu in sim.gpus:
+        if gpu.spec['uuid'] == uuid:
+            return gpu
+    return None
+
+
+def nvmlEventSetWait_v2(eventSet, timeoutms):
+    """The next event of a registered device, waiting up to timeoutms; NVML_ERROR_TIMEOUT when none comes."""
+    sim = _session('nvmlEventSetWait_v2')
+    event_set = _event_set(eventSet)
+    deadline = time.monotonic() + timeoutms / 1000.0
+    while True:
+        for record in read_xid_log(sim.state_path):
+            types, after = event_set.devices.get(record['gpu_uuid'], (0, 0))
+            if not types & nvmlEventTypeXidCriticalError or record['seq'] <= after \
+                    or record['seq'] in event_set.delivered:
+                continue
+            event_set.delivered.add(record['seq'])
+            data = c_nvmlEventData_t()
+            data.device = _sim_gpu(sim, record['gpu_uuid'])
+            data.eventType = nvmlEventTypeXidCriticalError
+            data.eventData = record['xid']
+            gi_id, ci_id = record.get('gpu_instance_id'), record.get('compute_instance_id')
+            data.gpuInstanceId = _NO_INSTANCE if gi_id is None else gi_id
+            data.computeInstanceId = _NO_INSTANCE if ci_id is None else ci_id
+            return data
+        state = _load_json(sim.state_path) if os.path.exists(sim.state_path) else sim.state
+        for uuid in event_set.devices:
+            if state.get('gpus', {}).get(uuid, {}).get('lost'):
+                _raise(NVML_ERROR_GPU_IS_LOST)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            _raise(NVML_ERROR_TIMEOUT)
+        time.sleep(min(remaining, 0.02))
+
+
+def nvmlEventSetWait(eventSet, timeoutms):
+    return nvmlEventSetWait_v2(eventSet, timeoutms)
+
+
+def nvmlEventSetFree(eventSet):
+    _session('nvmlEventSetFree')
+    _event_set(eventSet).freed = True
+    return None

@@ -1,0 +1,453 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""One check of the GPU watchdog: read the host, decide (``_watchdog``), act, report.
+
+usage: gpufleet-helpers watchdog CONFIG.json [--clear-quarantine] | watchdog --check-config CONFIG.json
+
+gpufleet-watchdog.service runs this every gpu_watchdog_interval_sec (its timer). Every decision goes to stdout (the
+journal) with its evidence; node_exporter's textfile collector gets the metrics; the state (rate-limit history,
+quarantine, where the kernel log was read up to) lives in a JSON file under /var/lib. Everything it reads from or
+does to the system goes through WatchdogHost, which tests replace.
+This is a private module: its API may change without notice.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
+from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost, audit, normalise_services
+from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import load_plan as audit_services
+from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError, explain, pynvml
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, load_plan
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog import (
+    REBOOT, RESET, RESTART, WatchdogError, check_config, decide, parse_kernel_xid,
+    read_state)
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report import (
+    TEXTFILE_NAME, journal_lines, metrics)
+
+SUMMARY = 'one check of the GPU watchdog (its timer unit)'
+PROGRAM = 'gpufleet-watchdog'
+# NVML's "no MIG device" instance id in event data.
+_NO_INSTANCE = 0xFFFFFFFF
+
+
+def _text(value):
+    return value.decode('utf-8', 'replace') if isinstance(value, bytes) else value
+
+
+def _run(argv):
+    """(rc, stdout, stderr) of a command; a program that is not there is rc 127."""
+    try:
+        # The helper runs outside Ansible, where there is no AnsibleModule.run_command to call.
+        done = subprocess.run(  # pylint: disable=ansible-bad-function
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    except OSError as exc:
+        return 127, '', '%s: %s' % (argv[0], exc.strerror or exc)
+    return done.returncode, done.stdout, done.stderr
+
+
+class _UnitCache(ServiceHost):
+    """numa_audit's door to the system, asking systemd about each unit once per check."""
+
+    def __init__(self, *args, **kwargs):
+        ServiceHost.__init__(self, *args, **kwargs)
+        self._units = {}
+
+    def unit_properties(self, unit):
+        if unit not in self._units:
+            self._units[unit] = ServiceHost.unit_properties(self, unit)
+        return self._units[unit]
+
+    def known_units(self):
+        return dict(self._units)
+
+
+class WatchdogHost:
+    """The watchdog's one door to the system: NVML, systemctl, journalctl -k, /proc, files, the clock."""
+
+    def __init__(self, nvml_library, run=None, systemctl='systemctl', journalctl='journalctl', files=None):
+        self.nv = nvml_library
+        self.run = run or _run
+        self.systemctl = systemctl
+        self.journalctl = journalctl
+        self.files = files or HostFiles('/sys', '/proc')
+        self.out = sys.stdout
+
+    # Clock, /proc and files -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def now():
+        return time.time()
+
+    def uptime(self):
+        text = self.files.read_proc('uptime')
+        try:
+            return float(text.split()[0])
+        except (AttributeError, IndexError, ValueError):
+            return None
+
+    def boot_id(self):
+        return (self.files.read_proc('sys', 'kernel', 'random', 'boot_id') or '').strip() or None
+
+    @staticmethod
+    def read_json(path):
+        """(document, None), (None, None) for a file that is not there, or (None, reason)."""
+        try:
+            with open(path) as handle:
+                return json.load(handle), None
+        except (IOError, OSError) as exc:
+            if not os.path.exists(path):
+                return None, None
+            return None, '%s cannot be read: %s' % (path, exc.strerror or exc)
+        except ValueError as exc:
+            return None, '%s is not JSON: %s' % (path, exc)
+
+    @staticmethod
+    def write_atomic(path, text, mode=0o644):
+        """Write a file so readers (node_exporter, the next check) see the old or the new one, never half."""
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
+        try:
+            with os.fdopen(fd, 'w') as handle:
+                handle.write(text)
+            os.chmod(tmp, mode)
+            os.rename(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def emit(self, line):
+        self.out.write(line + '\n')
+
+    # systemd ------------------------------------------------------------------------------------------------
+
+    def audit_host(self):
+        return _UnitCache(self.files, self.run, self.systemctl, find_program=self._find_program)
+
+    def _find_program(self, name):
+        for directory in os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin').split(os.pathsep):
+            path = os.path.join(directory, name)
+            if os.access(path, os.X_OK):
+                return path
+        return None
+
+    def systemctl_do(self, verb, unit):
+        rc, out, err = self.run([self.systemctl, verb, '--', unit])
+        if rc != 0:
+            raise GpufleetError('systemctl %s %s failed (rc=%d): %s' % (verb, unit, rc, (err or out).strip()))
+
+    def reboot(self):
+        rc, out, err = self.run([self.systemctl, 'reboot'])
+        if rc != 0:
+            raise GpufleetError('systemctl reboot failed (rc=%d): %s' % (rc, (err or out).strip()))
+
+    def run_command(self, argv):
+        rc, out, err = self.run(argv)
+        if rc != 0:
+            raise GpufleetError('%s failed (rc=%d): %s' % (' '.join(argv), rc, (err or out).strip()))
+
+    # NVML -----------------------------------------------------------------------------------------------------
+
+    def nvml_readings(self, wait_ms):
+        """(gpus, devices, Xid events, error): every GPU (lost ones too), the memory and processes of each device
+        services use (a MIG device, or the whole GPU), and the Xid events NVML delivers while waiting wait_ms."""
+        nv = self.nv
+        if nv is None:
+            return [], {}, [], 'nvidia-ml-py (pynvml) is not installed'
+        gpus, devices, handles, instances = [], {}, {}, {}
+        try:
+            with Nvml(nv):
+                for index in range(nv.nvmlDeviceGetCount()):
+                    try:
+                        handle = nv.nvmlDeviceGetHandleByIndex(index)
+                        uuid = _text(nv.nvmlDeviceGetUUID(handle))
+                        bus_id = _text(nv.nvmlDeviceGetPciInfo(handle).busId)
+                        self._devices(handle, uuid, devices, instances)
+                    except nv.NVMLError_GpuIsLost:
+                        gpus.append({'index': index, 'uuid': None, 'pci_bus_id': None, 'lost': True})
+                        continue
+                    gpus.append({'index': index, 'uuid': uuid, 'pci_bus_id': bus_id, 'lost': False})
+                    handles[uuid] = handle
+                events = self._xid_events(handles, instances, wait_ms)
+        except NvmlError as exc:
+            return gpus, devices, [], str(exc)
+        except nv.NVMLError as exc:
+            return gpus, devices, [], explain(exc)
+        return gpus, devices, events, None
+
+    def _processes(self, handle):
+        return dict((int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
+                    for p in self.nv.nvmlDeviceGetComputeRunningProcesses(handle))
+
+    def _devices(self, handle, uuid, devices, instances):
+        nv = self.nv
+        try:
+            mig = nv.nvmlDeviceGetMigMode(handle)[0]
+        except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound):
+            mig = 0
+        if not mig:
+            devices[uuid] = {'gpu': uuid, 'memory_total_bytes': int(nv.nvmlDeviceGetMemoryInfo(handle).total),
+                             'processes': self._processes(handle)}
+            return
+        for index in range(nv.nvmlDeviceGetMaxMigDeviceCount(handle)):
+            try:
+                mig_handle = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
+            except nv.NVMLError_NotFound:
+                continue
+            mig_uuid = _text(nv.nvmlDeviceGetUUID(mig_handle))
+            instances[(uuid, int(nv.nvmlDeviceGetGpuInstanceId(mig_handle)),
+                       int(nv.nvmlDeviceGetComputeInstanceId(mig_handle)))] = mig_uuid
+            devices[mig_uuid] = {'gpu': uuid, 'memory_total_bytes': int(nv.nvmlDeviceGetMemoryInfo(mig_handle).total),
+                                 'processes': self._processes(mig_handle)}
+
+    def _xid_events(self, handles, instances, wait_ms):
+        """Xid events NVML delivers within wait_ms. NVML delivers only what happens while a set is registered: the
+        kernel log covers the time between checks."""
+        nv = self.nv
+        if wait_ms <= 0 or not handles:
+            return []
+        events = []
+        event_set = nv.nvmlEventSetCreate()
+        try:
+            registered = 0
+            for handle in handles.values():
+                try:
+                    nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, event_set)
+                    registered += 1
+                except (nv.NVMLError_NotSupported, nv.NVMLError_GpuIsLost):
+                    continue
+            deadline = time.monotonic() + wait_ms / 1000.0
+            while registered:
+                remaining = int((deadline - time.monotonic()) * 1000)
+                if remaining <= 0:
+                    break
+                try:
+                    data = nv.nvmlEventSetWait_v2(event_set, remaining)
+                except (nv.NVMLError_Timeout, nv.NVMLError_GpuIsLost):
+                    break  # a lost GPU is seen by its handle at the next check, and by its Xid 79 line
+                if not data.eventType & nv.nvmlEventTypeXidCriticalError:
+                    continue
+                gpu = _text(nv.nvmlDeviceGetUUID(data.device))
+                device = None
+                if data.gpuInstanceId != _NO_INSTANCE:
+                    device = instances.get((gpu, int(data.gpuInstanceId), int(data.computeInstanceId)))
+                events.append({'gpu': gpu, 'device': device, 'xid': int(data.eventData), 'source': 'nvml',
+                               'message': 'NVML Xid event %d on %s' % (int(data.eventData), device or gpu)})
+        finally:
+            nv.nvmlEventSetFree(event_set)
+        return events
+
+    # The kernel log ------------------------------------------------------------------------------------------
+
+    def kernel_xids(self, cursor):
+        """(Xid events, cursor to read from next time, problem): "NVRM: Xid" lines of the kernel log after cursor
+        (this boot's when None), from the journal."""
+        argv = [self.journalctl, '-k', '-o', 'json', '--no-pager', '-q']
+        rc, out, err = self.run(argv + (['--after-cursor=%s' % cursor] if cursor else ['-b']))
+        if rc != 0 and cursor:
+            # The journal no longer has the cursor (rotated, vacuumed): start again from the end of this boot's log.
+            problem = 'journalctl -k could not start after the last check\'s cursor (rc=%d: %s)' % (
+                rc, (err or out).strip())
+            events, cursor, again = self.kernel_xids(None)
+            return [], cursor, '%s; %d Xid line(s) of this boot were not acted on' % (again or problem, len(events))
+        if rc != 0:
+            return [], cursor, 'journalctl -k failed (rc=%d): %s' % (rc, (err or out).strip())
+        events = []
+        for line in out.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            cursor = entry.get('__CURSOR', cursor)
+            message = entry.get('MESSAGE')
+            if isinstance(message, list):  # journalctl writes a message that is not UTF-8 as its bytes
+                message = bytes(bytearray(message)).decode('utf-8', 'replace')
+            found = parse_kernel_xid(message)
+            if found:
+                events.append(dict(found, source='kernel', message=message))
+        return events, cursor, None
+
+
+# One check ----------------------------------------------------------------------------------------------------
+
+
+def _service_readings(auditor, config):
+    """{name: {pids, binding_problems, remote_fraction}} and {unit: properties}, numa_audit's measurement."""
+    try:
+        services = audit_services(config['plan_file'])
+        for service in services:
+            service['expect']['gpus'] = None  # which GPUs hold whom is NVML's reading, judged per device
+        services = normalise_services(services)
+    except GpufleetError as exc:
+        return {}, {}, 'the binding could not be measured: %s' % exc
+    try:
+        results, _failed = audit(auditor, services, None, max_remote_fraction=config['max_remote_fraction'],
+                                 sample_seconds=0)
+    except GpufleetError as exc:
+        return {}, auditor.known_units(), 'the binding could not be measured: %s' % exc
+    readings = {}
+    for result in results:
+        running = bool(result['pids'])
+        readings[result['name']] = {'pids': result['pids'], 'remote_fraction': result['remote_fraction'],
+                                    'binding_problems': result['reasons'] if running else []}
+    return readings, auditor.known_units(), None
+
+
+def _units_of(auditor, plan, units):
+    """Every planned unit's properties, containers' units included (the audit asks about their runtime)."""
+    for entry in plan['services']:
+        unit = entry.get('unit') or 'gpufleet-svc-%s.service' % entry['name']
+        if unit not in units:
+            try:
+                units[unit] = auditor.unit_properties(unit)
+            except GpufleetError:
+                units[unit] = {}
+    return units
+
+
+def _carry_out(host, auditor, config, decision):
+    """Do one decision; returns None or why it failed."""
+    kind = decision['kind']
+    try:
+        if kind == RESTART:
+            for unit in decision['units']:
+                host.systemctl_do('restart', unit)
+        elif kind == RESET:
+            _reset(host, auditor, config, decision)
+        # QUARANTINE and SCHEDULE_RESET are records in the state and the metrics; REBOOT comes last of all.
+    except GpufleetError as exc:
+        return str(exc)
+    return None
+
+
+def _reset(host, auditor, config, decision):
+    """Stop the GPU's clients (services, MPS daemons, exporters), reset it, re-apply its MIG layout, start them."""
+    running = [unit for unit in decision['units'] if auditor.unit_properties(unit).get('ActiveState') == 'active']
+    for unit in running:
+        host.systemctl_do('stop', unit)
+    try:
+        host.run_command(list(config['gpu_reset_command']) + [decision['gpu']])
+        if config['mig_unit'] and auditor.unit_properties(config['mig_unit']).get('LoadState') == 'loaded':
+            host.systemctl_do('restart', config['mig_unit'])
+    finally:
+        # Clients come back in reverse order: exporters and MPS daemons before the services that use them.
+        for unit in reversed(running):
+            host.systemctl_do('start', unit)
+
+
+def check(host, config):
+    """One check; returns the exit code."""
+    now = host.now()
+    document, problem = host.read_json(config['state_file'])
+    state, unreadable = read_state(document)
+    if problem or unreadable:
+        host.emit('REPORT state: %s; starting afresh (rate-limit history and quarantine are lost)'
+                  % (problem or '%s is not a watchdog state of this release' % config['state_file']))
+
+    try:
+        plan = load_plan(config['plan_file'])
+        plan_error = None
+    except PlanError as exc:
+        plan, plan_error = None, str(exc)
+
+    gpus, devices, nvml_xids, nvml_error = host.nvml_readings(config['xid_event_wait_ms'])
+    kernel_events, cursor, kernel_problem = host.kernel_xids(state['kernel_cursor'])
+    readings = {'plan_error': plan_error, 'gpus': gpus, 'devices': devices, 'nvml_error': nvml_error,
+                'uptime_sec': host.uptime(), 'boot_id': host.boot_id(), 'units': {}, 'services': {}}
+    if state['checks'] == 0 and state['kernel_cursor'] is None:
+        readings['xids_skipped'] = len(kernel_events)  # history from before the watchdog: reported, not acted on
+        kernel_events = []
+    readings['xids'] = nvml_xids + kernel_events
+    if kernel_problem:
+        host.emit('REPORT kernel_log: %s; Xid lines since the last check may be missed' % kernel_problem)
+    auditor = host.audit_host()
+    if plan is not None:
+        services, units, audit_problem = _service_readings(auditor, config)
+        readings['services'] = services
+        readings['units'] = _units_of(auditor, plan, units)
+        if audit_problem:
+            host.emit('REPORT binding: %s' % audit_problem)
+
+    decisions, new_state, summary = decide(config, plan, readings, state, now)
+    new_state['kernel_cursor'] = cursor
+    failures = 0
+    for decision in decisions:
+        if decision['act'] and decision['kind'] != REBOOT:
+            failed = _carry_out(host, auditor, config, decision)
+            if failed:
+                failures += 1
+                decision['failed'] = failed
+    for line in journal_lines(decisions):
+        host.emit(line)
+    for decision in decisions:
+        if decision.get('failed'):
+            host.emit('FAILED %s: %s' % (decision['kind'], decision['failed']))
+    summary['now'] = host.now()
+    host.write_atomic(config['state_file'], json.dumps(new_state, indent=1, sort_keys=True) + '\n', 0o600)
+    host.write_atomic(os.path.join(config['textfile_dir'], TEXTFILE_NAME), metrics(decisions, new_state, summary))
+    reboot = [d for d in decisions if d['kind'] == REBOOT and d['act']]
+    if reboot:
+        try:
+            host.reboot()
+        except GpufleetError as exc:
+            host.emit('FAILED reboot: %s' % exc)
+            return 1
+    return 1 if failures else 0
+
+
+def clear_quarantine(host, config):
+    document, problem = host.read_json(config['state_file'])
+    state, _unreadable = read_state(document)
+    if problem:
+        sys.stderr.write('%s: %s\n' % (PROGRAM, problem))
+        return 1
+    cleared = sorted(state['quarantined'])
+    state['quarantined'] = {}
+    host.write_atomic(config['state_file'], json.dumps(state, indent=1, sort_keys=True) + '\n', 0o600)
+    host.emit('quarantine cleared: %s' % (', '.join(cleared) or 'nothing was quarantined'))
+    return 0
+
+
+def load_config(host, path):
+    document, problem = host.read_json(path)
+    if document is None:
+        raise WatchdogError('%s: %s' % (path, problem or 'no such file; apply the gpufleet.core.gpu_watchdog role'))
+    return check_config(document)
+
+
+def main(argv, host=None):
+    """argv[0] is the command's name, as sys.argv; returns the exit code."""
+    args = argv[1:]
+    if len(args) == 2 and args[0] == '--check-config':
+        path, action = args[1], None
+    elif len(args) == 1 and not args[0].startswith('-'):
+        path, action = args[0], check
+    elif len(args) == 2 and args[1] == '--clear-quarantine':
+        path, action = args[0], clear_quarantine
+    else:
+        sys.stderr.write(__doc__.split('\n\n', 2)[1] + '\n')
+        return 2
+    host = host or WatchdogHost(pynvml)
+    try:
+        config = load_config(host, path)
+    except WatchdogError as exc:
+        sys.stderr.write('%s: %s\n' % (PROGRAM, exc))
+        return 1
+    if action is None:
+        return 0
+    return action(host, config)

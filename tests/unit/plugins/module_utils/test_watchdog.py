@@ -1,0 +1,334 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The watchdog's decisions on crafted readings: each Xid bucket, the memory budget's boundary, the rate limit,
+dry run, a missing or corrupt plan and a planned service the host does not have."""
+
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.gpufleet.core.plugins.module_utils import _watchdog as wd
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report import journal_lines, metrics
+
+GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
+GPU1 = 'GPU-00000000-0000-4000-8000-000000000001'
+MIG1 = 'MIG-00000000-0000-5000-8000-000000000011'
+MIG2 = 'MIG-00000000-0000-5000-8000-000000000012'
+GIB = 1024 ** 3
+NOW = 1000000.0
+
+
+def entry(name, devices, parents, mps=None):
+    return {'name': name, 'gpus': devices, 'gpu_uuids': parents, 'unit': 'gpufleet-svc-%s.service' % name,
+            'mps': {'device': mps} if mps else None, 'cpulist': '0-1', 'memlist': '0', 'memory_policy': 'bind'}
+
+
+# llm and chat share GPU 0; embed and rerank have a MIG device each on GPU 1.
+PLAN = {'version': 1, 'services': [
+    entry('llm', [GPU0], [GPU0]), entry('chat', [GPU0], [GPU0]),
+    entry('embed', [MIG1], [GPU1]), entry('rerank', [MIG2], [GPU1])]}
+PIDS = {'llm': 101, 'chat': 102, 'embed': 103, 'rerank': 104}
+DEVICE_OF = {'llm': GPU0, 'chat': GPU0, 'embed': MIG1, 'rerank': MIG2}
+
+
+def config(**changes):
+    return wd.check_config(dict(changes))
+
+
+def readings(used_gib=None, xids=(), lost=(), missing=(), inactive=(), drift=None, uptime=7200.0):
+    """80 GiB GPU 0 and two 40 GiB MIG devices; every service uses 1 GiB unless used_gib says otherwise."""
+    used_gib = dict(used_gib or {})
+    devices = {GPU0: {'gpu': GPU0, 'memory_total_bytes': 80 * GIB, 'processes': {}},
+               MIG1: {'gpu': GPU1, 'memory_total_bytes': 40 * GIB, 'processes': {}},
+               MIG2: {'gpu': GPU1, 'memory_total_bytes': 40 * GIB, 'processes': {}}}
+    for name, pid in PIDS.items():
+        devices[DEVICE_OF[name]]['processes'][pid] = int(used_gib.get(name, 1) * GIB)
+    gpus = [{'index': 0, 'uuid': GPU0, 'pci_bus_id': '00000000:17:00.0', 'lost': False},
+            {'index': 1, 'uuid': GPU1, 'pci_bus_id': '00000000:18:00.0', 'lost': False}]
+    for index in lost:
+        gpus[index] = {'index': index, 'uuid': None, 'pci_bus_id': None, 'lost': True}
+        devices = dict((k, v) for k, v in devices.items() if v['gpu'] != [GPU0, GPU1][index])
+    running = {'LoadState': 'loaded', 'ActiveState': 'active', 'SubState': 'running'}
+    units = dict(('gpufleet-svc-%s.service' % name, dict(running)) for name in PIDS)
+    for name in missing:
+        units['gpufleet-svc-%s.service' % name] = {'LoadState': 'not-found', 'ActiveState': 'inactive',
+                                                   'SubState': 'dead'}
+    for name in inactive:
+        units['gpufleet-svc-%s.service' % name] = {'LoadState': 'loaded', 'ActiveState': 'failed',
+                                                   'SubState': 'failed'}
+    services = dict((name, {'pids': [pid], 'binding_problems': [], 'remote_fraction': 0.0})
+                    for name, pid in PIDS.items())
+    for name, problems in (drift or {}).items():
+        services[name]['binding_problems'] = problems
+    return {'gpus': gpus, 'devices': devices, 'units': units, 'services': services, 'xids': list(xids),
+            'uptime_sec': uptime, 'boot_id': 'boot-1'}
+
+
+def xid(number, gpu=GPU0, device=None, source='nvml'):
+    return {'gpu': gpu, 'device': device, 'xid': number, 'source': source, 'message': 'Xid %d' % number}
+
+
+def run(cfg=None, reads=None, state=None, plan='the plan', now=NOW):
+    plan = PLAN if plan == 'the plan' else plan  # None is a test's: no plan
+    return wd.decide(cfg or config(), plan, reads or readings(), state or wd.fresh_state(), now)
+
+
+def acted(decisions, kind=None):
+    return [d for d in decisions if d['act'] and (kind is None or d['kind'] == kind)]
+
+
+def restarted(decisions):
+    return sorted(name for d in acted(decisions, wd.RESTART) for name in d['services'])
+
+
+# -- a quiet host -----------------------------------------------------------------------------------------------
+
+def test_a_healthy_host_needs_nothing():
+    decisions, state, summary = run()
+    assert decisions == []
+    assert state['checks'] == 1 and state['gpu_index']['1']['uuid'] == GPU1
+    assert summary['services']['llm']['ratio'] == pytest.approx(1 / 80 / 0.85, rel=1e-3)
+
+
+# -- memory budget ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('percent, over', [(85, False), (85.01, True), (84.99, False), (100, True)])
+def test_the_budget_boundary_is_strictly_over(percent, over):
+    decisions = run(reads=readings(used_gib={'llm': 80 * percent / 100.0}))[0]
+    assert restarted(decisions) == (['llm'] if over else [])
+
+
+def test_over_budget_restarts_exactly_that_service_not_its_neighbour():
+    decisions = run(reads=readings(used_gib={'embed': 39}))[0]
+    assert restarted(decisions) == ['embed']
+    (restart,) = acted(decisions)
+    assert restart['units'] == ['gpufleet-svc-embed.service']
+    evidence = restart['evidence']['memory']
+    assert evidence['device'] == MIG1 and evidence['used_bytes'] == 39 * GIB and evidence['total_bytes'] == 40 * GIB
+    assert evidence['pids'] == [103] and evidence['budget_percent'] == 85
+
+
+def test_a_per_service_budget_overrides_the_default():
+    reads = readings(used_gib={'llm': 72, 'chat': 72})  # 90% of 80 GiB each
+    decisions = run(cfg=config(service_budgets={'llm': 95}), reads=reads)[0]
+    assert restarted(decisions) == ['chat']
+
+
+def test_memory_restarts_can_be_switched_off():
+    decisions = run(cfg=config(restart_on_memory=False), reads=readings(used_gib={'llm': 79}))[0]
+    (skip,) = decisions
+    assert skip['kind'] == wd.RESTART and not skip['act'] and 'restart_on_memory is off' in skip['why_not']
+
+
+# -- Xid buckets -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('number', [13, 31, 43, 45, 94])
+def test_an_application_xid_restarts_the_services_on_that_gpu_only(number):
+    decisions = run(reads=readings(xids=[xid(number)]))[0]
+    assert restarted(decisions) == ['chat', 'llm']
+    assert decisions[0]['evidence']['xid']['bucket'] in (wd.APPLICATION, wd.RESTART_APP)
+
+
+def test_an_application_xid_on_a_mig_device_restarts_only_its_service():
+    decisions = run(reads=readings(xids=[xid(43, gpu=GPU1, device=MIG2)]))[0]
+    assert restarted(decisions) == ['rerank']
+
+
+def test_a_kernel_line_is_matched_to_its_gpu_by_pci_address_and_merged_with_nvmls():
+    line = 'NVRM: Xid (PCI:0000:18:00): 13, pid=103, name=python3, Graphics Exception'
+    event = dict(wd.parse_kernel_xid(line), source='kernel', message=line)
+    assert event['pci_bus_id'] == '0000:18:00' and event['pid'] == 103
+    decisions = run(reads=readings(xids=[event, xid(13, gpu=GPU1, device=MIG1)]))[0]
+    assert restarted(decisions) == ['embed']  # NVML named the MIG device; the kernel line is the same error
+    assert decisions[0]['evidence']['xid']['sources'] == ['kernel', 'nvml']
+
+
+def test_a_reset_xid_without_allow_reset_quarantines_the_gpu():
+    decisions, state, summary = run(reads=readings(xids=[xid(48)]))
+    assert [d['kind'] for d in acted(decisions)] == [wd.QUARANTINE]
+    assert 'allow_reset is off' in decisions[0]['reason']
+    assert list(state['quarantined']) == [GPU0] and summary['quarantined'] == [GPU0]
+    assert restarted(decisions) == []  # the GPU is quarantined, not its services restarted
+
+
+def test_a_reset_xid_with_allow_reset_resets_with_every_client_stopped():
+    plan = {'version': 1, 'services': PLAN['services'] + [entry('share', [GPU0], [GPU0], mps=GPU0)]}
+    reads = readings(xids=[xid(95)])
+    reads['units']['gpufleet-svc-share.service'] = reads['units']['gpufleet-svc-llm.service']
+    cfg = config(allow_reset=True, reset_stop_units=['gpufleet-dcgm-exporter.service'])
+    decisions, state, _summary = run(cfg=cfg, reads=reads, plan=plan)
+    (reset,) = acted(decisions)
+    assert reset['kind'] == wd.RESET and reset['gpu'] == GPU0
+    assert reset['units'] == ['gpufleet-svc-llm.service', 'gpufleet-svc-chat.service', 'gpufleet-svc-share.service',
+                              'gpufleet-mps@%s.service' % GPU0, 'gpufleet-dcgm-exporter.service']
+    assert state['resets'][GPU0] == [NOW]
+
+
+def test_xid_63_schedules_a_reset_once_and_a_reboot_clears_it():
+    decisions, state, summary = run(reads=readings(xids=[xid(63)]))
+    assert [d['kind'] for d in acted(decisions)] == [wd.SCHEDULE_RESET] and summary['reset_pending'] == [GPU0]
+    again = run(reads=readings(xids=[xid(63)]), state=state)[0]
+    assert acted(again) == []
+    rebooted = dict(readings(), boot_id='boot-2')
+    assert run(reads=rebooted, state=state)[1]['reset_pending'] == {}
+
+
+def test_xid_64_drains_and_a_recurrence_makes_an_rma_candidate():
+    decisions, state, _summary = run(reads=readings(xids=[xid(64)]))
+    (drain,) = acted(decisions)
+    assert drain['kind'] == wd.QUARANTINE and not drain['evidence']['rma_candidate']
+    state['quarantined'] = {}  # an operator cleared it
+    decisions = run(reads=readings(xids=[xid(64)]), state=state)[0]
+    assert decisions[0]['evidence']['rma_candidate'] and 'RMA' in decisions[0]['reason']
+
+
+def test_an_unclassified_xid_is_only_reported():
+    decisions = run(reads=readings(xids=[xid(62)]))[0]
+    assert [(d['kind'], d['act']) for d in decisions] == [(wd.REPORT, False)]
+
+
+# -- lost GPU, Xid 79, reboot -----------------------------------------------------------------------------------
+
+def test_xid_79_quarantines_and_never_loops():
+    decisions, state, _summary = run(reads=readings(xids=[xid(79)]))
+    assert [d['kind'] for d in acted(decisions)] == [wd.QUARANTINE]
+    assert restarted(decisions) == []
+    for _check in range(3):  # the GPU stays lost: reported, never acted on again
+        decisions, state, _summary = run(reads=readings(lost=[0], xids=[xid(79)]), state=state)
+        assert acted(decisions) == []
+        assert all(d['why_not'] == 'already quarantined' for d in decisions)
+
+
+def test_a_gpu_nvml_calls_lost_is_quarantined_by_the_uuid_it_had():
+    state = run()[1]
+    decisions, state, summary = run(reads=readings(lost=[1]), state=state)
+    assert [d['kind'] for d in acted(decisions)] == [wd.QUARANTINE] and summary['quarantined'] == [GPU1]
+    assert restarted(decisions) == []
+
+
+def test_a_reboot_needs_allow_reboot_min_uptime_and_cooldown():
+    lost = readings(xids=[xid(79)], uptime=7200.0)
+    assert [d['kind'] for d in run(reads=lost)[0]] == [wd.QUARANTINE]  # allow_reboot is off by default
+    cfg = config(allow_reboot=True, min_uptime_sec=3600, reboot_cooldown_sec=21600)
+    decisions, state, _summary = run(cfg=cfg, reads=lost)
+    assert [d['kind'] for d in acted(decisions)] == [wd.QUARANTINE, wd.REBOOT] and state['reboots'] == [NOW]
+    early = run(cfg=cfg, reads=readings(xids=[xid(79)], uptime=60.0))[0]
+    assert not acted(early, wd.REBOOT) and 'min_uptime_sec' in early[-1]['why_not']
+    # Back up after the reboot, the GPU is still lost: no second reboot within the cooldown.
+    state['quarantined'] = {}
+    again = run(cfg=cfg, reads=readings(lost=[0], uptime=7200.0), state=state, now=NOW + 7300)[0]
+    assert not acted(again, wd.REBOOT) and 'cooldown' in again[-1]['why_not']
+    later = run(cfg=cfg, reads=readings(lost=[0], uptime=7200.0), state=state, now=NOW + 21700)[0]
+    assert acted(later, wd.REBOOT)
+
+
+# -- rate limit and dry run --------------------------------------------------------------------------------------
+
+def test_the_rate_limit_holds_after_n_restarts_in_the_window():
+    cfg = config(rate_limit_restarts=2, rate_limit_window_sec=600, interval_sec=30)
+    over = readings(used_gib={'llm': 79})
+    state = wd.fresh_state()
+    verdicts = []
+    for check in range(4):
+        decisions, state, summary = run(cfg=cfg, reads=over, state=state, now=NOW + 30 * check)
+        verdicts.append(restarted(decisions))
+    assert verdicts == [['llm'], ['llm'], [], []]
+    assert 'rate limit: 2 restarts' in decisions[0]['why_not'] and summary['services']['llm']['rate_limited']
+    # Once the first restart leaves the window, one more is allowed.
+    assert restarted(run(cfg=cfg, reads=over, state=state, now=NOW + 600)[0]) == ['llm']
+
+
+def test_dry_run_decides_the_same_reports_and_changes_nothing():
+    reads = readings(used_gib={'llm': 79}, xids=[xid(48, gpu=GPU1)])
+    live = run(reads=reads)[0]
+    decisions, state, _summary = run(cfg=config(dry_run=True), reads=reads)
+    assert [(d['kind'], d['services'], d['gpu']) for d in decisions] == [
+        (d['kind'], d['services'], d['gpu']) for d in live]
+    assert acted(decisions) == [] and all(d['why_not'] == 'dry run' for d in decisions)
+    assert state['restarts'] == {} and state['quarantined'] == {} and set(state['actions_total'].values()) == {0}
+
+
+def test_several_causes_restart_a_service_once():
+    decisions = run(reads=readings(used_gib={'llm': 79}, xids=[xid(13)]))[0]
+    assert restarted(decisions) == ['chat', 'llm']
+    llm = [d for d in decisions if d['services'] == ['llm']][0]
+    assert llm['cause'] == 'xid+memory'
+
+
+def test_binding_drift_is_reported_and_restarts_only_when_asked():
+    reads = readings(drift={'chat': ['CPUs 2-3 allowed, plan says 0-1']})
+    (report,) = run(reads=reads)[0]
+    assert not report['act'] and 'binding_drift is off' in report['why_not']
+    assert restarted(run(cfg=config(restart_on_binding_drift=True), reads=reads)[0]) == ['chat']
+
+
+def test_an_inactive_unit_is_reported_not_started():
+    (report,) = run(reads=readings(inactive=['chat'], used_gib={'chat': 79}))[0]
+    assert report['kind'] == wd.REPORT and report['cause'] == 'unit'
+
+
+# -- plan problems: report, no action ----------------------------------------------------------------------------
+
+def test_without_a_plan_nothing_is_done():
+    reads = dict(readings(used_gib={'llm': 79}, xids=[xid(79)]), plan_error='plan_file /x is not JSON')
+    decisions, state, summary = run(plan=None, reads=reads)
+    assert [(d['kind'], d['act']) for d in decisions] == [(wd.REPORT, False)]
+    assert 'not JSON' in decisions[0]['reason'] and not summary['plan_ok'] and state['quarantined'] == {}
+
+
+def test_a_planned_service_the_host_lacks_stops_every_action():
+    decisions, state, summary = run(reads=readings(missing=['rerank'], used_gib={'llm': 79}, xids=[xid(48)]))
+    assert acted(decisions) == [] and not summary['plan_ok']
+    assert 'rerank (gpufleet-svc-rerank.service)' in decisions[0]['reason']
+    assert all('no action this check' in d['why_not'] for d in decisions[1:])
+    assert state['quarantined'] == {} and state['restarts'] == {}
+
+
+# -- configuration and reporting ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('changes, named', [
+    ({'memory_budget_percent': 0}, 'memory_budget_percent'),
+    ({'memory_budget_percent': 100.5}, 'memory_budget_percent'),
+    ({'service_budgets': {'llm': 101}}, "service_budgets['llm']"),
+    ({'rate_limit_window_sec': 20, 'interval_sec': 30}, 'rate_limit_window_sec (20) is shorter'),
+    ({'plan_file': 'relative.json'}, 'plan_file'),
+    ({'dry_run': 'yes'}, 'dry_run'),
+    ({'surprise': 1}, 'unknown settings surprise'),
+    ({'reset_stop_units': ['exporter']}, 'reset_stop_units'),
+])
+def test_bad_configuration_is_refused_naming_the_setting(changes, named):
+    with pytest.raises(wd.WatchdogError) as caught:
+        wd.check_config(changes)
+    assert named in str(caught.value)
+
+
+def test_an_unreadable_state_starts_afresh_and_says_so():
+    assert wd.read_state({'version': 99}) == (wd.fresh_state(), True)
+    assert wd.read_state(None) == (wd.fresh_state(), False)
+
+
+def test_journal_lines_and_metrics_carry_the_evidence():
+    decisions, state, summary = run(reads=readings(used_gib={'embed': 39}, xids=[xid(48, gpu=GPU0)]))
+    lines = journal_lines(decisions)
+    assert lines[0].startswith('ACT quarantine: Xid 48') and '"count_on_gpu": 1' in lines[0]
+    assert lines[1].startswith('ACT restart: restart gpufleet-svc-embed.service: GPU memory 97.50%')
+    text = metrics(decisions, state, summary)
+    assert 'gpufleet_watchdog_actions_total{kind="restart"} 1' in text
+    assert 'gpufleet_watchdog_quarantined 1' in text
+    assert 'gpufleet_watchdog_gpu_quarantined{gpu="%s"} 1' % GPU0 in text
+    assert 'gpufleet_watchdog_service_memory_budget_ratio{service="embed"} 1.1471' in text
+    assert 'gpufleet_watchdog_service_remote_fraction{service="llm"} 0.0' in text
+    assert 'gpufleet_watchdog_last_check_decisions{kind="restart",acted="true"} 1' in text
+
+
+def test_a_quarantined_gpus_services_are_left_alone():
+    state = run(reads=readings(xids=[xid(48)]))[1]
+    decisions = run(reads=readings(used_gib={'llm': 79, 'embed': 39}), state=state)[0]
+    assert restarted(decisions) == ['embed']
+    assert [d for d in decisions if not d['act']] == []  # llm is over, on the quarantined GPU: not acted on
+
+
+def test_an_application_xid_with_a_reset_xid_on_the_same_gpu_restarts_nothing_there():
+    decisions = run(reads=readings(xids=[xid(13), xid(48)]))[0]
+    assert restarted(decisions) == [] and [d['kind'] for d in acted(decisions)] == [wd.QUARANTINE]
+    assert [d['why_not'] for d in decisions if d['kind'] == wd.REPORT] == ['GPU handled', 'GPU handled']

@@ -1,0 +1,216 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The watchdog program (gpufleet-helpers watchdog) on a simulated host: NVML is the simulator, the kernel log is
+its journalctl stand-in, and systemd a double that records what the watchdog asked of it."""
+
+from __future__ import absolute_import, division, print_function
+
+import io
+import json
+import os
+import threading
+
+import pytest
+
+import pynvml
+import simctl
+
+from ansible_collections.gpufleet.core.plugins.module_utils import _helper_watchdog, _helpers_main
+from ansible_collections.gpufleet.core.plugins.module_utils._helper_watchdog import WatchdogHost
+from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
+
+from ...conftest import SIM_DIR
+
+GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
+GPU1 = 'GPU-00000000-0000-4000-8000-000000000001'
+PIDS = {'llm': 4101, 'chat': 4102, 'embed': 4103}
+ON = {'llm': GPU0, 'chat': GPU0, 'embed': GPU1}
+MIB = 1024 ** 2
+
+
+class Systemd:
+    """systemctl show/restart/stop/start/reboot as a test double; every other command runs for real."""
+
+    def __init__(self, units):
+        self.units = dict((unit, {'LoadState': 'loaded', 'ActiveState': 'active', 'SubState': 'running',
+                                  'ControlGroup': '/system.slice/%s' % unit}) for unit in units)
+        self.done = []
+
+    def __call__(self, argv):
+        if argv[0] != 'systemctl':
+            return _helper_watchdog._run(argv)
+        if argv[1] == 'show':
+            props = self.units.get(argv[-1], {'LoadState': 'not-found', 'ActiveState': 'inactive',
+                                              'SubState': 'dead', 'ControlGroup': ''})
+            return 0, ''.join('%s=%s\n' % item for item in sorted(props.items())), ''
+        self.done.append(tuple(argv[1:2] + argv[-1:]) if argv[1] != 'reboot' else ('reboot',))
+        return 0, '', ''
+
+
+@pytest.fixture
+def host(sim_hosts, tmp_path):
+    """Two A100s; llm and chat share GPU 0, embed has GPU 1; each service one process, 1 GiB used."""
+    served = sim_hosts.with_gpus('A100-80GB-PCIe', 2)
+    pynvml.nvmlInit()  # the simulator writes its state on first use; simctl then acts on it
+    pynvml.nvmlShutdown()
+    sysfs, procfs = tmp_path / 'sys', tmp_path / 'proc'
+    plan = {'version': 1, 'services': []}
+    for name, pid in PIDS.items():
+        unit = 'gpufleet-svc-%s.service' % name
+        cgroup = sysfs / 'fs' / 'cgroup' / 'system.slice' / unit
+        cgroup.mkdir(parents=True)
+        (cgroup / 'cgroup.procs').write_text('%d\n' % pid)
+        (procfs / str(pid)).mkdir(parents=True)
+        (procfs / str(pid) / 'status').write_text('Name:\tpython3\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\n')
+        (procfs / str(pid) / 'numa_maps').write_text('7f0000000000 bind:0 anon=10 dirty=10 N0=10 kernelpagesize_kB=4\n')
+        simctl.add_process(served['state_file'], ON[name], pid, used_memory_mb=1024)
+        plan['services'].append({'name': name, 'unit': unit, 'gpus': [ON[name]], 'gpu_uuids': [ON[name]], 'mps': None,
+                                 'cpulist': '0-1', 'memlist': '0', 'memory_policy': 'bind'})
+    (procfs / 'uptime').write_text('7200.00 100.00\n')
+    (procfs / 'sys' / 'kernel' / 'random').mkdir(parents=True)
+    (procfs / 'sys' / 'kernel' / 'random' / 'boot_id').write_text('boot-1\n')
+    (tmp_path / 'placement.json').write_text(json.dumps(plan))
+    systemd = Systemd(['gpufleet-svc-%s.service' % name for name in PIDS])
+    watchdog = WatchdogHost(pynvml, run=systemd, journalctl=os.path.join(SIM_DIR, 'journalctl'),
+                            files=HostFiles(str(sysfs), str(procfs)))
+    watchdog.out = io.StringIO()
+    config = {'version': 1, 'plan_file': str(tmp_path / 'placement.json'), 'state_file': str(tmp_path / 'state.json'),
+              'textfile_dir': str(tmp_path / 'textfile'), 'xid_event_wait_ms': 0}
+    return dict(served, watchdog=watchdog, systemd=systemd, config=config, tmp=tmp_path)
+
+
+def check(host, **config):
+    path = host['tmp'] / 'watchdog.json'
+    path.write_text(json.dumps(dict(host['config'], **config)))
+    host['watchdog'].out = io.StringIO()
+    rc = _helper_watchdog.main(['watchdog', str(path)], host=host['watchdog'])
+    return rc, host['watchdog'].out.getvalue().splitlines()
+
+
+def state(host):
+    return json.loads((host['tmp'] / 'state.json').read_text())
+
+
+def metrics(host):
+    return (host['tmp'] / 'textfile' / 'gpufleet_watchdog.prom').read_text()
+
+
+def test_a_service_over_budget_is_restarted_once_and_its_neighbour_is_not(host):
+    assert check(host) == (0, [])
+    simctl.set_process_memory(host['state_file'], PIDS['chat'], 70000)  # 85.4% of 80 GiB
+    rc, lines = check(host)
+    assert rc == 0 and host['systemd'].done == [('restart', 'gpufleet-svc-chat.service')]
+    assert lines[0].startswith('ACT restart: restart gpufleet-svc-chat.service: GPU memory 85.45% of ' + GPU0)
+    assert '"pids": [%d]' % PIDS['chat'] in lines[0]
+    # Its restart replaced the process: the new one is within budget, so nothing more happens.
+    simctl.remove_process(host['state_file'], PIDS['chat'])
+    simctl.add_process(host['state_file'], GPU0, PIDS['chat'], used_memory_mb=1024)
+    assert check(host) == (0, [])
+    assert host['systemd'].done == [('restart', 'gpufleet-svc-chat.service')]
+    assert 'gpufleet_watchdog_actions_total{kind="restart"} 1' in metrics(host)
+
+
+def test_the_rate_limit_holds_after_n_restarts(host):
+    simctl.set_process_memory(host['state_file'], PIDS['llm'], 79000)
+    for _check in range(4):
+        rc, lines = check(host, rate_limit_restarts=2)
+    assert host['systemd'].done == [('restart', 'gpufleet-svc-llm.service')] * 2
+    assert lines[0].startswith('SKIP restart') and 'rate limit: 2 restarts' in lines[0]
+    assert 'gpufleet_watchdog_service_rate_limited{service="llm"} 1' in metrics(host)
+    assert len(state(host)['restarts']['llm']) == 2
+
+
+def test_a_gpu_that_falls_off_the_bus_is_quarantined_once_never_in_a_loop(host):
+    assert check(host)[0] == 0  # the first check starts reading the kernel log from here
+    simctl.lose_gpu(host['host_file'], host['state_file'], GPU1)
+    rc, lines = check(host, allow_reboot=True, min_uptime_sec=3600)
+    assert rc == 0
+    assert [line.split(':')[0] for line in lines] == ['ACT quarantine', 'ACT reboot']
+    assert '"xid": 79' in lines[0] and '"sources": ["kernel"]' in lines[0] and '"nvml": "GPU_IS_LOST"' in lines[0]
+    assert host['systemd'].done == [('reboot',)]
+    for _check in range(3):  # still lost (the simulated reboot did not happen): no second quarantine, no reboot
+        rc, lines = check(host, allow_reboot=True, min_uptime_sec=3600)
+        assert [line.split(':')[0] for line in lines] == ['REPORT report', 'SKIP reboot']
+    assert host['systemd'].done == [('reboot',)]
+    assert 'cooldown' in lines[-1]
+    assert list(state(host)['quarantined']) == [GPU1]
+    assert 'gpufleet_watchdog_quarantined 1' in metrics(host)
+    # The operator clears it.
+    path = host['tmp'] / 'watchdog.json'
+    assert _helper_watchdog.main(['watchdog', str(path), '--clear-quarantine'], host=host['watchdog']) == 0
+    assert state(host)['quarantined'] == {}
+
+
+def test_an_xid_nvml_delivers_during_the_check_restarts_the_services_on_that_gpu(host):
+    assert check(host)[0] == 0
+    later = threading.Timer(0.3, simctl.inject_xid, (host['host_file'], host['state_file'], GPU0, 13))
+    later.start()
+    rc, lines = check(host, xid_event_wait_ms=2000)
+    later.join()
+    assert rc == 0
+    assert sorted(host['systemd'].done) == [('restart', 'gpufleet-svc-chat.service'),
+                                            ('restart', 'gpufleet-svc-llm.service')]
+    # The kernel log has the same Xid, read after the wait: one event, one restart per service.
+    assert '"sources": ["kernel", "nvml"]' in lines[0] and len(lines) == 2
+    assert check(host) == (0, [])
+
+
+def test_kernel_history_from_before_the_first_check_is_reported_not_acted_on(host):
+    simctl.inject_xid(host['host_file'], host['state_file'], GPU0, 13)
+    rc, lines = check(host)
+    assert rc == 0 and host['systemd'].done == []
+    assert lines == ["REPORT report: 1 Xid line(s) in the kernel log from before the watchdog's first check were not "
+                     "acted on evidence={}"]
+    simctl.inject_xid(host['host_file'], host['state_file'], GPU1, 31)
+    check(host)
+    assert host['systemd'].done == [('restart', 'gpufleet-svc-embed.service')]
+
+
+def test_a_reset_xid_with_allow_reset_stops_resets_and_starts(host):
+    check(host)
+    simctl.inject_xid(host['host_file'], host['state_file'], GPU1, 48)
+    rc, lines = check(host, allow_reset=True, gpu_reset_command=['true'], mig_unit='')
+    assert rc == 0 and lines[0].startswith('ACT reset')
+    assert host['systemd'].done == [('stop', 'gpufleet-svc-embed.service'), ('start', 'gpufleet-svc-embed.service')]
+
+
+def test_a_missing_or_corrupt_plan_or_a_vanished_unit_means_no_action(host):
+    simctl.set_process_memory(host['state_file'], PIDS['llm'], 79000)
+    del host['systemd'].units['gpufleet-svc-embed.service']
+    rc, lines = check(host)
+    assert rc == 0 and host['systemd'].done == []
+    assert lines[0].startswith('REPORT report: no action this check: the plan names embed (gpufleet-svc-embed.service)')
+    assert 'gpufleet_watchdog_plan_ok 0' in metrics(host)
+    (host['tmp'] / 'placement.json').write_text('{not json')
+    rc, lines = check(host)
+    assert rc == 0 and host['systemd'].done == [] and 'is not JSON' in lines[0]
+    os.unlink(str(host['tmp'] / 'placement.json'))
+    rc, lines = check(host)
+    assert rc == 0 and host['systemd'].done == [] and 'cannot be read' in lines[0]
+
+
+def test_dry_run_only_reports(host):
+    simctl.set_process_memory(host['state_file'], PIDS['llm'], 79000)
+    rc, lines = check(host, dry_run=True)
+    assert rc == 0 and host['systemd'].done == [] and '(not done: dry run)' in lines[0]
+
+
+def test_a_bad_configuration_is_refused_and_nothing_is_read(host, capsys):
+    path = host['tmp'] / 'bad.json'
+    path.write_text(json.dumps({'version': 1, 'memory_budget_percent': 120}))
+    assert _helpers_main.main(['gpufleet-helpers', 'watchdog', '--check-config', str(path)]) == 1
+    assert 'memory_budget_percent must be a percentage from 1 to 100 (got 120)' in capsys.readouterr().err
+    assert not os.path.exists(host['config']['state_file'])
+    assert _helpers_main.main(['gpufleet-helpers', 'watchdog']) == 2
+
+
+def test_a_cursor_the_journal_lost_restarts_from_the_end_of_the_log_without_acting(host):
+    check(host)
+    simctl.inject_xid(host['host_file'], host['state_file'], GPU1, 31)
+    document = state(host)
+    document['kernel_cursor'] = 's=gone;i=1'
+    (host['tmp'] / 'state.json').write_text(json.dumps(document))
+    rc, lines = check(host)
+    assert rc == 0 and host['systemd'].done == []
+    assert 'Failed to seek to cursor' in lines[0] and '1 Xid line(s) of this boot were not acted on' in lines[0]
+    assert state(host)['kernel_cursor'].endswith('i=1')
