@@ -217,3 +217,13 @@ def test_the_monitoring_host_is_checked_with_the_others_before_any_host_is_chang
     ran, kept = run_stages(tmp_path / 'good', fleet(tmp_path / 'good', extra_groups=groups))
     assert ran.returncode == 0, ran.stdout[-6000:]
     assert kept['preflight']['failures'] == {} and 'hk2-cpu-01' in kept['rollout']['hosts']
+
+
+def test_the_watchdog_stage_is_validated_on_gpu_hosts_when_it_is_on(tmp_path):
+    bad = {'hk1-a100-01': {'gpu_watchdog_dry_run': 'sometimes'}}
+    ran, kept = run_stages(tmp_path, fleet(tmp_path, host_vars=bad), extra={'gpufleet_watchdog_enabled': True})
+    assert ran.returncode != 0 and kept is None
+    assert 'gpufleet.core.gpu_watchdog: ' in ran.stdout and 'gpu_watchdog_dry_run' in ran.stdout
+    # Off (the default), the watchdog's variables are not the run's concern.
+    ran, kept = run_stages(tmp_path / 'off', fleet(tmp_path / 'off', host_vars=bad))
+    assert ran.returncode == 0, ran.stdout[-6000:]
