@@ -57,10 +57,10 @@ unlock() { flock -u 9; exec 9>&-; }
 pm() { podman "$@" 9>&-; }
 
 # remove_containers NAME...: podman can fail to remove a container that --restart=always is restarting as it stops
-# it ("container state improper"); a second try finds it stopped. Fails only if one is still there after three.
+# it ("container state improper"); a later try finds it stopped. Fails only if one is still there after five.
 remove_containers() {
   local attempt left
-  for attempt in 1 2 3; do
+  for attempt in 1 2 3 4 5; do
     pm rm -f -t 2 "$@" >/dev/null 2>&1 || true
     left=$(pm ps -a --format '{{.Names}}' | grep -xF -f <(printf '%s\n' "$@") || true)
     [ -n "$left" ] || return 0
