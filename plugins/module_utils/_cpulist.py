@@ -77,6 +77,9 @@ def parse_cpulist(text):
 
 def _parse_plain(text):
     """A list _PLAIN_LIST matched, parsed; None when a range is backwards or too high, for parse_cpulist to word."""
+    if '-' not in text:  # single CPUs only (reserved_cpus, mostly): converted in one go
+        cpus = set(map(int, text.split(',')))
+        return sorted(cpus) if max(cpus) <= MAX_CPU else None
     cpus = set()
     for part in text.split(','):
         first, dash, last = part.partition('-')
@@ -145,6 +148,11 @@ def format_cpulist(cpus):
     return format_sorted(sorted(set(_cpu_number(cpu) for cpu in cpus)))
 
 
+# The decimal text of the CPU numbers below 1024 (every CPU of most hosts), made once: str() per number would be a
+# third of formatting the planner's lists, one per service.
+_DECIMAL = tuple(map(str, range(1024)))
+
+
 def format_sorted(ordered):
     """format_cpulist for CPU numbers already checked, sorted and unique (the planner's own lists), unchecked.
 
@@ -152,14 +160,15 @@ def format_sorted(ordered):
     """
     if not ordered:
         return ''
+    text = _DECIMAL if ordered[0] >= 0 and ordered[-1] < len(_DECIMAL) else dict(zip(ordered, map(str, ordered)))
     ranges = []
     start = previous = ordered[0]
     for cpu in ordered:
         if cpu - previous > 1:
-            ranges.append(str(start) if start == previous else '%d-%d' % (start, previous))
+            ranges.append(text[start] if start == previous else text[start] + '-' + text[previous])
             start = cpu
         previous = cpu
-    ranges.append(str(start) if start == previous else '%d-%d' % (start, previous))
+    ranges.append(text[start] if start == previous else text[start] + '-' + text[previous])
     return ','.join(ranges)
 
 

@@ -67,7 +67,7 @@ class Spec:
         self.name = None
         self.mode = 'count'
         self.count = 1
-        self.refs = []
+        self.refs = ()  # a list of its own in list mode
         self.profile = None
         self.mps = None
         self.cpus = DEFAULT_CPUS
@@ -78,12 +78,17 @@ class Spec:
         self.overlap = False
 
 
-def _bool(spec, key, default, where, problems):
-    value = spec.get(key, default)
+def _where(spec):
+    """How a problem names the service: by its name once that is known good, else by its position."""
+    return 'service %s' % (spec.name if spec.name is not None else spec.position)
+
+
+def _bool(raw, key, default, spec, problems):
+    value = raw.get(key, default)
     if value is None:
         return default
     if not isinstance(value, bool):
-        problems.append('%s: %s must be true or false, got %r' % (where, key, value))
+        problems.append('%s: %s must be true or false, got %r' % (_where(spec), key, value))
         return default
     return value
 
@@ -124,15 +129,18 @@ def _ref_problems(topology, where, refused):
     return problems
 
 
-def _parse_gpus(topology, daemons, spec, value, where, problems):
+def _parse_gpus(topology, daemons, spec, value, problems):
     value = _from_string(value)
     if value is None or _is_int(value):
         count = 1 if value is None else value
         if count < 0:
-            problems.append('%s: gpus must be 0 (CPU-only) or more, got %d' % (where, count))
-        spec.mode, spec.count = 'count', max(count, 0)
-    elif isinstance(value, list):
+            problems.append('%s: gpus must be 0 (CPU-only) or more, got %d' % (_where(spec), count))
+        spec.count = max(count, 0)  # the default mode, 'count'
+        return
+    where = _where(spec)
+    if isinstance(value, list):
         spec.mode = 'list'
+        spec.refs = []
         if not value:
             problems.append('%s: gpus is an empty list; use gpus: 0 for a CPU-only service' % where)
         refused = {}  # kind of refusal -> the references it applies to; dicts keep the order kinds were met
@@ -210,63 +218,81 @@ def _parse_gpus(topology, daemons, spec, value, where, problems):
 
 
 def _parse_spec(topology, daemons, raw, position, seen, problems):
+    """A Spec of one service; its problems go to PROBLEMS. The usual values (plain numbers, true and false, a known
+    policy) are taken inline; anything else goes through the general checks and their messages."""
     spec = Spec(position)
-    where = 'service %d' % position
     if not isinstance(raw, dict):
-        problems.append('%s: a service must be a dict with at least a name, got %r' % (where, raw))
+        problems.append('%s: a service must be a dict with at least a name, got %r' % (_where(spec), raw))
         return None
     name = raw.get('name')
     if not is_service_name(name):
-        problems.append('%s: name %r must match ^%s$ (it names units and files)' % (where, name, SERVICE_NAME_PATTERN))
+        problems.append('%s: name %r must match ^%s$ (it names units and files)'
+                        % (_where(spec), name, SERVICE_NAME_PATTERN))
     else:
-        where = 'service %s' % name
+        spec.name = name
         if name in seen:
             problems.append('%s: the name is used by services %d and %d; names must be unique'
-                            % (where, seen[name], position))
+                            % (_where(spec), seen[name], position))
         seen[name] = position
-        spec.name = name
-    _parse_gpus(topology, daemons, spec, raw.get('gpus'), where, problems)
+    _parse_gpus(topology, daemons, spec, raw.get('gpus'), problems)
     cpus = raw.get('cpus', DEFAULT_CPUS)
-    if cpus is None:
-        cpus = DEFAULT_CPUS
-    cpus = _from_string(cpus)
-    if isinstance(cpus, str) and cpus != 'all':
-        problems.append("%s: cpus is %r; expected a number of logical CPUs (1 or more) or 'all'" % (where, cpus))
-        cpus = DEFAULT_CPUS
-    elif not (cpus == 'all' or (_is_int(cpus) and cpus >= 1)):
-        problems.append("%s: cpus must be a number of logical CPUs (1 or more) or 'all', got %r" % (where, cpus))
-        cpus = DEFAULT_CPUS
+    if cpus.__class__ is not int or cpus < 1:
+        cpus = _parse_cpus(spec, cpus, problems)
     spec.cpus = cpus
     policy = raw.get('memory_policy') or DEFAULT_MEMORY_POLICY
     if policy not in MEMORY_POLICIES:
-        problems.append('%s: memory_policy must be one of %s, got %r' % (where, ', '.join(MEMORY_POLICIES), policy))
+        problems.append('%s: memory_policy must be one of %s, got %r'
+                        % (_where(spec), ', '.join(MEMORY_POLICIES), policy))
         policy = DEFAULT_MEMORY_POLICY
     spec.policy = policy
     if spec.mode == 'mps':
         # An MPS share is shared by design: default false, and true cannot be honoured.
-        spec.exclusive = _bool(raw, 'exclusive', False, where, problems)
+        spec.exclusive = _bool(raw, 'exclusive', False, spec, problems)
         if spec.exclusive:
             problems.append('%s: an MPS share is always shared with the daemon\'s other clients; drop exclusive '
-                            'or give the service a device of its own' % where)
+                            'or give the service a device of its own' % _where(spec))
             spec.exclusive = False
     else:
-        spec.exclusive = _bool(raw, 'exclusive', True, where, problems)
-    spec.cross = _bool(raw, 'allow_cross_numa', False, where, problems)
-    spec.overlap = _bool(raw, 'allow_cpu_overlap', False, where, problems)
-    node = _from_string(raw.get('node'))
+        flag = raw.get('exclusive', True)
+        spec.exclusive = flag if flag is True or flag is False else _bool(raw, 'exclusive', True, spec, problems)
+    flag = raw.get('allow_cross_numa', False)
+    spec.cross = flag if flag is True or flag is False else _bool(raw, 'allow_cross_numa', False, spec, problems)
+    flag = raw.get('allow_cpu_overlap', False)
+    spec.overlap = flag if flag is True or flag is False else _bool(raw, 'allow_cpu_overlap', False, spec, problems)
+    node = raw.get('node')
     if node is not None:
-        if isinstance(node, str):
-            problems.append('%s: node is %r; expected a number, a NUMA node of this host (nodes: %s)'
-                            % (where, node, ', '.join(str(n) for n in topology.nodes)))
-        elif not _is_int(node) or node not in topology.node_cpus:
-            problems.append('%s: node %r is not a NUMA node of this host (nodes: %s)'
-                            % (where, node, ', '.join(str(n) for n in topology.nodes)))
-        elif not topology.has_cpus(node):
-            problems.append('%s: node %d has no CPUs (a memory-only node) and cannot run CPU work; pin to one of %s'
-                            % (where, node, ', '.join(str(n) for n in topology.cpu_nodes()) or 'none'))
-        else:
-            spec.node = node
+        _parse_node(topology, spec, node, problems)
     return spec
+
+
+def _parse_cpus(spec, cpus, problems):
+    """cpus other than a plain number of 1 or more: 'all', a number as a string, or a problem (and the default)."""
+    if cpus is None:
+        cpus = DEFAULT_CPUS
+    cpus = _from_string(cpus)
+    if isinstance(cpus, str) and cpus != 'all':
+        problems.append("%s: cpus is %r; expected a number of logical CPUs (1 or more) or 'all'" % (_where(spec), cpus))
+        cpus = DEFAULT_CPUS
+    elif not (cpus == 'all' or (_is_int(cpus) and cpus >= 1)):
+        problems.append("%s: cpus must be a number of logical CPUs (1 or more) or 'all', got %r" % (_where(spec), cpus))
+        cpus = DEFAULT_CPUS
+    return cpus
+
+
+def _parse_node(topology, spec, node, problems):
+    node = _from_string(node)
+    where = _where(spec)
+    if isinstance(node, str):
+        problems.append('%s: node is %r; expected a number, a NUMA node of this host (nodes: %s)'
+                        % (where, node, ', '.join(str(n) for n in topology.nodes)))
+    elif not _is_int(node) or node not in topology.node_cpus:
+        problems.append('%s: node %r is not a NUMA node of this host (nodes: %s)'
+                        % (where, node, ', '.join(str(n) for n in topology.nodes)))
+    elif not topology.has_cpus(node):
+        problems.append('%s: node %d has no CPUs (a memory-only node) and cannot run CPU work; pin to one of %s'
+                        % (where, node, ', '.join(str(n) for n in topology.cpu_nodes()) or 'none'))
+    else:
+        spec.node = node
 
 
 def reserved_cpus(value):

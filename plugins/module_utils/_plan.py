@@ -66,8 +66,20 @@ class PlanError(GpufleetError, ValueError):
     """A service spec or plan document that cannot be used; the message names every problem and the fix."""
 
 
+# Names found good, for the check to be a set lookup: the same names recur on every host of a fleet. Only plain
+# strings are kept (a subclass may compare differently), and at most _GOOD_NAMES_LIMIT of them.
+_GOOD_NAMES = set()
+_GOOD_NAMES_LIMIT = 4096
+
+
 def is_service_name(name):
-    return isinstance(name, str) and _SERVICE_NAME.fullmatch(name) is not None
+    if name.__class__ is str and name in _GOOD_NAMES:
+        return True
+    if not isinstance(name, str) or _SERVICE_NAME.fullmatch(name) is None:
+        return False
+    if name.__class__ is str and len(_GOOD_NAMES) < _GOOD_NAMES_LIMIT:
+        _GOOD_NAMES.add(name)
+    return True
 
 
 def memory_nodes(policy, cpu_nodes, numa_node, gpu_nodes):
@@ -169,9 +181,9 @@ def check_services(services, user_prefix):
 # -- placement entries ---------------------------------------------------------------------------------------
 
 
-def explain(topology, spec, entry, why, cores):
-    """One sentence: which devices, which node, why these CPUs and memory nodes; ``cores`` are the entry's (node,
-    core) pairs, each once."""
+def explain(topology, spec, entry, why, nodes, count):
+    """One sentence: which devices, which node, why these CPUs and memory nodes; ``nodes`` are the nodes of the
+    entry's cores (sorted, each once), ``count`` the number of its cores."""
     if spec.mode == 'mps':
         env = entry['mps']['environment']
         limits = []
@@ -181,33 +193,40 @@ def explain(topology, spec, entry, why, cores):
             limits.append('%s pinned memory' % env['CUDA_MPS_PINNED_DEVICE_MEM_LIMIT'].split('=', 1)[1])
         devices = 'MPS share%s of %s' % (' (%s)' % ', '.join(limits) if limits else '',
                                          topology.describe(entry['gpus'][0]))
+    elif len(entry['gpus']) == 1:  # the usual case, without the list
+        devices = topology.describe(entry['gpus'][0]) + (', exclusive' if spec.exclusive else ', shared')
     elif entry['gpus']:
         devices = '%s, %s' % (', '.join([topology.describe(u) for u in entry['gpus']]),
                               'exclusive' if spec.exclusive else 'shared')
     else:
         devices = 'CPU-only'
-    nodes = sorted(set([node for node, core in cores]))
-    node_text = 'node %d' % nodes[0] if len(nodes) == 1 else 'nodes %s' % ', '.join(str(n) for n in nodes)
-    count = len(cores)
-    return '%s, on NUMA %s: CPUs %s (%d whole core%s) from %s, %s, lowest free first; memory %s to node%s %s.' % (
-        devices, node_text, entry['cpulist'], count, '' if count == 1 else 's', node_text, why, spec.policy,
-        '' if len(entry['mems']) == 1 else 's', entry['memlist'])
+    # f-strings: one sentence per service, which % formatting makes a third dearer (the node ids are ints).
+    node_text = f'node {nodes[0]}' if len(nodes) == 1 else 'nodes %s' % ', '.join(str(n) for n in nodes)
+    return (f'{devices}, on NUMA {node_text}: CPUs {entry["cpulist"]} ({count} whole core{"" if count == 1 else "s"}) '
+            f'from {node_text}, {why}, lowest free first; memory {spec.policy} to node{"" if len(entry["mems"]) == 1 else "s"} '
+            f'{entry["memlist"]}.')
 
 
 def entry(topology, spec, placement, share=None):
     """The placement entry of one service (ENTRY_KEYS), from the planner's placement.
 
-    ``placement`` has ``devices`` (UUIDs), ``cores`` ((node, core) pairs), ``cpu_nodes``, ``numa_node`` and ``why``;
-    ``share`` is (normalised MPS daemon, client environment) for an MPS share.
+    ``placement`` has ``devices`` (UUIDs, a list of its own), ``cores`` ((node, core) pairs), ``cpu_nodes``,
+    ``numa_node`` and ``why``; ``share`` is (normalised MPS daemon, client environment) for an MPS share.
     """
     uuids = placement.devices
-    devices = [topology.devices[uuid] for uuid in uuids]
-    cpus = sorted([cpu for node, core in placement.cores for cpu in core])
-    mems = memory_nodes(spec.policy, placement.cpu_nodes, placement.numa_node, [device['node'] for device in devices])
-    parents = []
-    for device in devices:
-        if device['parent'] not in parents:
-            parents.append(device['parent'])
+    cores = placement.cores
+    cpu_nodes = placement.cpu_nodes
+    if len(uuids) == 1:  # the usual case, without the loops
+        device = topology.devices[uuids[0]]
+        parents, gpu_nodes = [device['parent']], [device['node']]
+    else:
+        parents, gpu_nodes = [], []
+        for device in [topology.devices[uuid] for uuid in uuids]:
+            gpu_nodes.append(device['node'])
+            if device['parent'] not in parents:
+                parents.append(device['parent'])
+    cpus = sorted([cpu for node, core in cores for cpu in core])
+    mems = memory_nodes(spec.policy, cpu_nodes, placement.numa_node, gpu_nodes)
     environment = {'CUDA_VISIBLE_DEVICES': ','.join(uuids), 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}
     mps = None
     if share is not None:
@@ -217,7 +236,7 @@ def entry(topology, spec, placement, share=None):
                'environment': client_env}
     found = {
         'name': spec.name,
-        'gpus': list(uuids),
+        'gpus': uuids,
         'gpu_uuids': parents,
         'numa_node': placement.numa_node,
         'cpus': cpus,
@@ -229,7 +248,9 @@ def entry(topology, spec, placement, share=None):
         'mps': mps,
         'environment': environment,
     }
-    found['explanation'] = explain(topology, spec, found, placement.why, placement.cores)
+    # With one CPU node, every core is on it (and a service has at least one core).
+    nodes = cpu_nodes if len(cpu_nodes) == 1 else sorted(set([node for node, core in cores]))
+    found['explanation'] = explain(topology, spec, found, placement.why, nodes, len(cores))
     return found
 
 

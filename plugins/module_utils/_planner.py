@@ -9,9 +9,10 @@ The rules are listed in _placement's docstring. Allocation and the reuse of a pr
 one set of checks: ``device_fits``, ``nodes_for``, ``_plan.memory_nodes``, ``usable_cores`` and ``pack``, so a new
 rule is written once. MPS daemons are held in one form, the one ``_mps.plan`` returns.
 
-The planner is incremental: what a choice reads is kept up to date by ``claim`` (each node's unclaimed cores, in
-order, so a node's free core count is their number) or built once per plan (the device pool of each kind, by node,
-in ``sort`` order), never rescanned per service.
+The planner is incremental: what a choice reads is kept up to date by ``claim_devices`` and ``claim_cores`` (each
+node's unclaimed cores, in order, so a node's free core count is their number; each device's rank in its pool, so a
+node's best devices are its lowest ranks) or built once per plan (the device pool of each kind), never rescanned or
+sorted per service.
 
 This is a private module: its API may change without notice.
 """
@@ -19,6 +20,8 @@ This is a private module: its API may change without notice.
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+from operator import itemgetter
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
@@ -45,6 +48,40 @@ class Placement:
         self.why = why
 
 
+# A device's rank in its pool: its users times SHARED plus its place in ``sort`` order, plus HELD while it has an
+# exclusive user. The lowest rank on a node is then its least shared device, first in ``sort`` order (the documented
+# preference), a shareable request may take the devices ranked below HELD and an exclusive one those below SHARED
+# (no users yet); ranks are plain ints, which min() and sorted() compare without a key function.
+SHARED = 1 << 16  # above any host's count of devices
+HELD = 1 << 48  # above any count of users times SHARED
+
+
+class DevicePool:
+    """The devices of one kind (whole GPUs, or MIG devices of one profile) usable without MPS, ranked as claimed.
+
+    ``uuids``: in ``sort`` order; ``by_node``: node -> its UUIDs in ``sort`` order; ``ranks``: node -> its devices'
+    ranks (see SHARED), which Planner.claim_devices keeps up to date through ``slot``; a rank less its multiples of
+    SHARED is the device's place in ``uuids``.
+    """
+
+    __slots__ = ('uuids', 'by_node', 'ranks', 'slot')
+
+    def __init__(self, devices, use_count, held):
+        self.uuids = [device['uuid'] for device in devices]
+        self.by_node = {}
+        self.ranks = {}
+        self.slot = {}  # UUID -> (its node's ranks, its index there)
+        for place, device in enumerate(devices):
+            uuid, node = device['uuid'], device['node']
+            if node in self.by_node:
+                uuids, ranks = self.by_node[node], self.ranks[node]
+            else:
+                uuids, ranks = self.by_node[node], self.ranks[node] = [], []
+            self.slot[uuid] = (ranks, len(ranks))
+            uuids.append(uuid)
+            ranks.append(use_count[uuid] * SHARED + place + (HELD if uuid in held else 0))
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -68,7 +105,7 @@ class Planner:
     def __init__(self, topology, reserved, daemons):
         self.topology = topology
         # A core with a reserved CPU is not used at all.
-        self.reserved_cores = set(topology.core_of[cpu] for cpu in reserved if cpu in topology.core_of)
+        self.reserved_cores = {topology.core_of[cpu] for cpu in reserved if cpu in topology.core_of}
         self.daemons = daemons
         self.gpu_users = {}   # device UUID -> [(service, exclusive)]
         self.held_exclusively = set()  # the device UUIDs with an exclusive user
@@ -76,11 +113,14 @@ class Planner:
         self.core_users = {}  # (node, core) -> [(service, allows overlap)]
         self.mps_users = {}   # MPS device -> [service]
         self.cpu_nodes = topology.cpu_nodes()
-        # node -> its cores neither reserved nor claimed, in order; claim() takes cores out.
-        self.unclaimed = dict((node, list(cores)) for node, cores in topology.cores.items())
+        self.has_cpus = frozenset(self.cpu_nodes).__contains__  # Topology.has_cpus, without a call per service
+        # node -> its cores neither reserved nor claimed, in order; claim_cores() takes cores out.
+        self.unclaimed = {node: list(cores) for node, cores in topology.cores.items()}
         for node, core in self.reserved_cores:
             self.unclaimed[node].remove(core)
-        self.pools = {}  # (mode, profile) -> pool(), built on first use
+        # A count's pool (profile None) and each MIG profile's, built on first use; only these kinds choose devices.
+        self.pools = {}  # profile -> DevicePool
+        self.rank_slot = {}  # device UUID -> (its node's ranks in its DevicePool, its index there), once built
 
     # -- what is free ----------------------------------------------------------------------------------------
 
@@ -135,17 +175,21 @@ class Planner:
         return (0 if node_id == spec.node else 1, -len(self.unclaimed.get(node_id, ())), node_id)
 
     def pool(self, spec):
-        """The UUIDs of the devices of the spec's kind usable without MPS, in ``sort`` order, and the same by node;
-        built once per kind and plan (both depend only on the host and the daemons)."""
-        key = (spec.mode, spec.profile)
+        """The DevicePool of the spec's kind: built once per kind and plan (which devices it holds depends only on
+        the host and the daemons), then kept up to date by claim_devices."""
+        key = spec.profile
         if key not in self.pools:
-            devices = sorted((d for d in self.topology.devices.values()
-                              if self.device_kind_fits(spec, d) and self.direct_use(d['uuid'])),
-                             key=lambda d: d['sort'])
-            by_node = {}
-            for device in devices:
-                by_node.setdefault(device['node'], []).append(device['uuid'])
-            self.pools[key] = ([d['uuid'] for d in devices], by_node)
+            daemons = self.daemons
+            # device_kind_fits and direct_use, which for these kinds come down to: not served by MPS.
+            if spec.mode == 'count':
+                devices = [d for d in self.topology.devices.values()
+                           if not d['mig'] and not d['mig_mode'] and d['uuid'] not in daemons]
+            else:
+                devices = [d for d in self.topology.devices.values()
+                           if d['mig'] and d['profile'] == spec.profile and d['uuid'] not in daemons]
+            devices.sort(key=itemgetter('sort'))
+            pool = self.pools[key] = DevicePool(devices, self.use_count, self.held_exclusively)
+            self.rank_slot.update(pool.slot)
         return self.pools[key]
 
     # -- nodes -----------------------------------------------------------------------------------------------
@@ -153,6 +197,11 @@ class Planner:
     def nodes_for(self, spec, uuids, hint=None):
         """(CPU nodes, numa_node, why) for a service using these devices; Unplaceable when it may not."""
         host = self.topology
+        if len(uuids) == 1 and not spec.cross:
+            # The usual case, one device on a known node with CPUs, as the general rules below would decide it.
+            node = host.devices[uuids[0]]['node']
+            if node is not None and (spec.node is None or spec.node == node) and self.has_cpus(node):
+                return [node], node, 'its GPU\'s node'
         gpu_nodes = []
         for uuid in uuids:
             node = host.devices[uuid]['node']
@@ -180,7 +229,7 @@ class Planner:
                 raise Unplaceable('it is pinned to node %d but its GPUs hang off node %d; pin it to node %d or set '
                                   'allow_cross_numa: true' % (spec.node, known[0], known[0]))
             node = known[0] if known else spec.node
-            if not host.has_cpus(node):
+            if not self.has_cpus(node):
                 raise Unplaceable('its GPUs hang off NUMA node %s, which has no CPUs; pin the service to a node with '
                                   'CPUs (node: N, one of %s) and set allow_cross_numa: true'
                                   % (node, ', '.join(str(n) for n in host.cpu_nodes()) or 'none'))
@@ -189,9 +238,9 @@ class Planner:
             return [node], node, 'its GPUs\' node' if len(uuids) > 1 else 'its GPU\'s node'
         if spec.node is not None:
             return [spec.node], spec.node, 'the pinned node (cross-NUMA allowed)'
-        nodes = [n for n in known if host.has_cpus(n)]
+        nodes = [n for n in known if self.has_cpus(n)]
         if not nodes:
-            node = hint if hint is not None and host.has_cpus(hint) else None
+            node = hint if hint is not None and self.has_cpus(hint) else None
             if node is None:
                 choices = sorted(self.cpu_nodes, key=lambda n: self.node_rank(spec, n))
                 if not choices:
@@ -215,39 +264,61 @@ class Planner:
 
     # -- devices ---------------------------------------------------------------------------------------------
 
-    def choose_devices(self, spec):
-        """Devices for a count or MIG-profile request, by the documented preference."""
-        pool, pool_by_node = self.pool(spec)
+    def free_by_node(self, pool, taken):
+        """node -> its free devices of a pool, the least shared first, then in ``sort`` order (a stable sort)."""
         users = self.use_count.__getitem__
-        taken = self.unavailable(spec.exclusive)
-        by_node = {}  # node -> its free devices, the least shared first, then in ``sort`` order (a stable sort)
-        for node, uuids in pool_by_node.items():
+        by_node = {}
+        for node, uuids in pool.by_node.items():
             free = [uuid for uuid in uuids if uuid not in taken] if taken else list(uuids)
             if free:
                 free.sort(key=users)
                 by_node[node] = free
+        return by_node
+
+    def choose_devices(self, spec):
+        """Devices for a count or MIG-profile request, by the documented preference."""
+        pool = self.pools.get(spec.profile) or self.pool(spec)
         count = spec.count
-
-        def rank(node):
-            # Unshared devices before shared ones, so shareable services spread over the GPUs first.
-            pinned, free, node_id = self.node_rank(spec, node)
-            return (pinned, sum(map(users, by_node[node][:count])), free, node_id)
-
         if spec.cross:
+            by_node = self.free_by_node(pool, self.unavailable(spec.exclusive))
+            users = self.use_count.__getitem__
+
+            def rank(node):
+                # Unshared devices before shared ones, so shareable services spread over the GPUs first.
+                pinned, free, node_id = self.node_rank(spec, node)
+                return (pinned, sum(map(users, by_node[node][:count])), free, node_id)
+
             nodes = sorted(by_node, key=rank)
-            whole = [n for n in nodes if n is not None and len(by_node[n]) >= spec.count]
+            whole = [n for n in nodes if n is not None and len(by_node[n]) >= count]
             if whole:
-                return by_node[whole[0]][:spec.count]
+                return by_node[whole[0]][:count]
             chosen = [uuid for n in nodes for uuid in by_node[n]]
-            if len(chosen) >= spec.count:
-                return chosen[:spec.count]
-        else:
-            allowed = [spec.node] if spec.node is not None else self.cpu_nodes
-            nodes = [n for n in allowed if len(by_node.get(n, ())) >= count]
-            if nodes:
-                # The first of the best, as sorting by rank would give (one node, as a pinned one is, needs no rank).
-                return by_node[nodes[0] if len(nodes) == 1 else min(nodes, key=rank)][:count]
-        raise Unplaceable(self._short_of_devices(spec, pool, by_node))
+            if len(chosen) >= count:
+                return chosen[:count]
+            raise Unplaceable(self._short_of_devices(spec, pool.uuids, by_node))
+        # One node: the pinned one, else the best of the nodes with CPUs by node_rank, the devices' sharing first
+        # (every candidate has the same pin). A node's COUNT lowest-ranked devices are its best; they are free for
+        # this request when ranked below the limit.
+        limit = SHARED if spec.exclusive else HELD
+        unclaimed = self.unclaimed
+        best = best_rank = None
+        for node in ((spec.node,) if spec.node is not None else self.cpu_nodes):
+            ranks = pool.ranks.get(node)
+            if not ranks or len(ranks) < count:
+                continue
+            chosen = (min(ranks),) if count == 1 else sorted(ranks)[:count]
+            if chosen[-1] >= limit:
+                continue
+            # Unshared devices first, so that shareable services spread over the GPUs first, then the most free
+            # cores, then the lowest node id (a node with CPUs, so one with a list of unclaimed cores).
+            shared = chosen[0] // SHARED if count == 1 else sum([rank // SHARED for rank in chosen])
+            rank = (shared, -len(unclaimed[node]), node)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = chosen, rank
+        if best is None:
+            raise Unplaceable(self._short_of_devices(spec, pool.uuids, self.free_by_node(
+                pool, self.unavailable(spec.exclusive))))
+        return [pool.uuids[rank % SHARED] for rank in best]
 
     def _short_of_devices(self, spec, pool, by_node):
         if spec.mode == 'count':
@@ -290,7 +361,7 @@ class Planner:
         for device in candidates:
             node = self.topology.devices[device]['node']
             if not spec.cross and (node is None or (spec.node is not None and node != spec.node)
-                                   or not self.topology.has_cpus(node)):
+                                   or not self.has_cpus(node)):
                 continue
             usable.append(device)
         if not usable:
@@ -335,12 +406,25 @@ class Planner:
         return usable
 
     def choose_cpus(self, spec, cpu_nodes):
+        """The (node, core) pairs of the spec's CPUs on these nodes, by the packing rule; Unplaceable when short."""
         picked = []
-        for node, share in self.shares(spec.cpus, cpu_nodes):
+        # One node (the usual case) takes the whole request, without shares().
+        for node, share in self.shares(spec.cpus, cpu_nodes) if len(cpu_nodes) > 1 else ((cpu_nodes[0], spec.cpus),):
             if share == 0:
                 continue
-            usable = self.usable_in_order(node, spec.overlap)
-            taken = self.pack(share, usable)
+            if spec.overlap:
+                usable = self.usable_in_order(node, True)
+                taken = self.pack(share, usable)
+            else:
+                # The usable cores are the unclaimed ones, in order: read, not copied. Where every core of the node
+                # has the same size, packing takes the fewest that hold the share, from the front.
+                usable = self.unclaimed.get(node, ())
+                size = self.topology.core_size.get(node)
+                if size and share != 'all':
+                    wanted = -(-share // size)
+                    taken = usable[:wanted] if len(usable) >= wanted else None
+                else:
+                    taken = self.pack(share, usable)
             if taken is None:
                 raise Unplaceable(self._short_of_cpus(spec, node, share, sum(len(c) for c in usable)))
             picked.extend([(node, core) for core in taken])
@@ -367,22 +451,33 @@ class Planner:
 
     # -- claims ----------------------------------------------------------------------------------------------
 
-    def claim(self, spec, uuids, cores):
+    def claim_devices(self, spec, uuids):
+        """Claim devices for the spec: an MPS share's daemon device, or devices it uses directly."""
+        if spec.mode == 'mps':
+            for uuid in uuids:
+                self.mps_users.setdefault(uuid, []).append(spec.name)
+            return
         device_user = (spec.name, spec.exclusive)
         for uuid in uuids:
-            if spec.mode == 'mps':
-                self.mps_users.setdefault(uuid, []).append(spec.name)
-            else:
-                self.gpu_users.setdefault(uuid, []).append(device_user)
-                self.use_count[uuid] = self.use_count.get(uuid, 0) + 1
-                if spec.exclusive:
-                    self.held_exclusively.add(uuid)
+            self.gpu_users.setdefault(uuid, []).append(device_user)
+            self.use_count[uuid] = self.use_count.get(uuid, 0) + 1
+            now_held = spec.exclusive and uuid not in self.held_exclusively
+            if now_held:
+                self.held_exclusively.add(uuid)
+            slot = self.rank_slot.get(uuid)
+            if slot is not None:  # its pool is built: one more user (see SHARED)
+                slot[0][slot[1]] += SHARED + HELD if now_held else SHARED
+
+    def claim_cores(self, spec, cores):
+        """Claim (node, core) pairs; they are usable ones (choose_cpus' or keep's), so never reserved."""
         core_user = (spec.name, spec.overlap)
         for key in cores:
-            users = self.core_users.setdefault(key, [])
-            if not users and key not in self.reserved_cores:
+            users = self.core_users.get(key)
+            if users is None:
+                self.core_users[key] = [core_user]
                 self.unclaimed[key[0]].remove(key[1])
-            users.append(core_user)
+            else:
+                users.append(core_user)
 
     # -- the previous plan -----------------------------------------------------------------------------------
 
@@ -463,13 +558,14 @@ def plan(topology, specs, reserved, daemons, previous):
     problems = []
     placed = {}
     # 1. Previous placements that still fit, in input order.
-    for spec in specs:
+    for spec in specs if previous else ():
         entry = previous.get(spec.name)
         kept = planner.keep(spec, entry) if entry is not None else None
         if kept is not None:
-            planner.claim(spec, kept.devices, kept.cores)
+            planner.claim_devices(spec, kept.devices)
+            planner.claim_cores(spec, kept.cores)
             placed[spec.position] = kept
-    fresh = [spec for spec in specs if spec.position not in placed]
+    fresh = [spec for spec in specs if spec.position not in placed] if placed else specs
     # 2. Devices named explicitly, so that count-based requests do not take them first.
     devices = {}
     for spec in fresh:
@@ -485,10 +581,10 @@ def plan(topology, specs, reserved, daemons, previous):
                                 % (spec.name, '; '.join(clash), '' if spec.name not in previous else
                                    ' (services kept from previous keep their GPUs)'))
                 continue
-            planner.claim(spec, spec.refs, [])
+            planner.claim_devices(spec, spec.refs)
             devices[spec.position] = list(spec.refs)
         elif spec.mode == 'mps' and spec.mps.get('device'):
-            planner.claim(spec, [spec.mps['device']], [])
+            planner.claim_devices(spec, [spec.mps['device']])
             devices[spec.position] = [spec.mps['device']]
     # 3. Counted devices and CPUs with a count, in input order; then the services that take all CPUs.
     later = []
@@ -503,7 +599,7 @@ def plan(topology, specs, reserved, daemons, previous):
                     uuids = []
                 else:
                     uuids = planner.choose_devices(spec)
-                planner.claim(spec, uuids, [])
+                planner.claim_devices(spec, uuids)
                 devices[spec.position] = uuids
             if spec.cpus == 'all':
                 later.append(spec)
@@ -524,13 +620,15 @@ def plan(topology, specs, reserved, daemons, previous):
 def _place_cpus(planner, spec, uuids):
     cpu_nodes, numa_node, why = planner.nodes_for(spec, uuids)
     cores = planner.choose_cpus(spec, cpu_nodes)
-    planner.claim(spec, [], cores)
+    planner.claim_cores(spec, cores)
     return Placement(uuids, cores, cpu_nodes, numa_node, why)
 
 
 def mps_shares(topology, specs, placed, daemons):
     """Each MPS share's (daemon, client environment), by service name: _mps.plan over the daemons with the shares
     added as their clients (a share's own limits first, else what its daemon lists for it)."""
+    if not daemons:
+        return {}  # without daemons, parse_specs refuses every MPS share
     shares = dict((spec.name, spec) for spec in specs if spec.mode == 'mps')
     if not shares:
         return {}

@@ -16,8 +16,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from itertools import repeat
-
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, parse_cpulist, parse_cpulists
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._fact_layout import FACT_VERSION, READABLE_FACT_VERSIONS
@@ -59,15 +57,10 @@ def _node_cpus(node, version):
 
 
 # Indexing a host's cores is a fifth of planning it, and the hosts of one model have the same CPU lists: the index
-# (nodes, node_cpus, cores, core_of) is kept by the content of the lists it is built from, for the Topology of every
-# such host to share. Bounded, so that a fleet of many models cannot grow it without end.
+# (nodes, node_cpus, cores, core_of, core_size) is kept by the content of the lists it is built from, for the Topology
+# of every such host to share. Bounded, so that a fleet of many models cannot grow it without end.
 _CPU_INDEX_LIMIT = 64
 _CPU_INDEXES = {}
-
-
-def _all_strings(values):
-    # map() keeps the loop in C: a host has a sibling list per core, and this runs for every host.
-    return all(map(isinstance, values, repeat(str)))
 
 
 def _cpu_index_key(fact, version):
@@ -86,9 +79,17 @@ def _cpu_index_key(fact, version):
         nodes.append((node['id'], node['cpulist']))
     cpu = fact.get('cpu') or {}
     siblings = (cpu.get('smt_siblings') or []) if isinstance(cpu, dict) else None
-    if not isinstance(siblings, list) or not _all_strings(siblings):
+    if not isinstance(siblings, list):
         return None
-    return version, tuple(nodes), tuple(siblings)
+    # The sibling lists as one string, which costs a fraction of hashing and comparing a tuple of some 200 short ones.
+    # With their number, it tells lists apart unless one holds the separator (the kernel writes none): not kept.
+    try:
+        joined = '\n'.join(siblings)
+    except TypeError:
+        return None  # not all strings
+    if joined.count('\n') != max(len(siblings) - 1, 0):
+        return None
+    return version, tuple(nodes), len(siblings), joined
 
 
 def gpu_ref_index(ref):
@@ -122,8 +123,9 @@ class Topology:
 
     - ``nodes``: NUMA node ids, sorted; ``node_cpus``: node id -> its CPUs, sorted; ``node(id)``: the fact's node.
     - ``cores``: node id -> its whole cores (tuples of SMT siblings within the node), sorted; ``core_of``: CPU ->
-      (node id, core). A CPU the sibling lists omit is a core of its own.
-      These four are shared by every Topology of a host with the same CPU lists: read them, never change them.
+      (node id, core). A CPU the sibling lists omit is a core of its own. ``core_size``: node id -> its cores' CPU
+      count where every core of the node has that many (SMT on or off throughout), else None.
+      These five are shared by every Topology of a host with the same CPU lists: read them, never change them.
     - ``gpus``: the fact's GPU dicts; ``devices``: UUID -> device for every GPU and MIG compute instance, in fact
       order, each a dict: ``uuid``, ``mig`` (a MIG device?), ``parent`` (its GPU's UUID), ``gpu`` (that GPU's fact
       dict), ``node``, ``bus`` (upper-case PCI bus id, '' when unknown), ``mig_mode`` (its GPU is in MIG mode),
@@ -147,7 +149,7 @@ class Topology:
                 if len(_CPU_INDEXES) >= _CPU_INDEX_LIMIT:
                     del _CPU_INDEXES[next(iter(_CPU_INDEXES))]  # the oldest: dicts keep insertion order
                 _CPU_INDEXES[key] = index
-        self.nodes, self.node_cpus, self.cores, self.core_of = index
+        self.nodes, self.node_cpus, self.cores, self.core_of, self.core_size = index
         # The fact's own node dicts (node() returns them), never shared; the key held every id to be an int.
         self._nodes = dict((node['id'], node) for node in fact['numa_nodes'])
         self.gpus = fact.get('gpus') or []
@@ -159,7 +161,8 @@ class Topology:
         self._device_list = list(self.devices.values())
 
     def _index_cpus(self):
-        """(nodes, node_cpus, cores, core_of) of the fact, checking every node; the class docstring says what each is."""
+        """(nodes, node_cpus, cores, core_of, core_size) of the fact, checking every node; the class docstring says what
+        each is."""
         node_cpus = {}
         for node in self.fact['numa_nodes']:
             cpus = _node_cpus(node, self.version) if isinstance(node, dict) and _is_int(node.get('id')) else None
@@ -175,6 +178,7 @@ class Topology:
                 siblings[cpu] = group
         cores_by_node = {}
         core_of = {}
+        core_size = {}
         for node_id in nodes:
             ordered = node_cpus[node_id]
             cpus = set(ordered)
@@ -193,7 +197,9 @@ class Topology:
                 cores.append(core)
             cores.sort()
             cores_by_node[node_id] = cores
-        return nodes, node_cpus, cores_by_node, core_of
+            sizes = set(map(len, cores))
+            core_size[node_id] = sizes.pop() if len(sizes) == 1 else None
+        return nodes, node_cpus, cores_by_node, core_of, core_size
 
     def _index_gpu(self, gpu, profiles):
         if not isinstance(gpu, dict) or not isinstance(gpu.get('uuid'), str):
@@ -210,8 +216,11 @@ class Topology:
         }
         if _is_int(gpu.get('index')):
             self.by_index[gpu['index']] = uuid
+        instances = mig.get('gpu_instances')
+        if not instances:
+            return
         memory = dict([(p.get('name'), p.get('memory_mb')) for p in profiles.get(gpu.get('name')) or []])
-        for gi in mig.get('gpu_instances') or []:
+        for gi in instances:
             start = (gi.get('placement') or {}).get('start', -1)
             for ci in gi.get('compute_instances') or []:
                 if ci.get('uuid'):

@@ -106,3 +106,20 @@ def test_many_short_lists_parse_as_the_general_parser_does():
     assert parse_cpulists(texts) == [tuple(parse_cpulist(text)) for text in texts]
     with pytest.raises(CpuListError, match="malformed CPU list '0,,1'"):
         parse_cpulists(['0,1', '0,,1'])
+
+
+@given(st.sets(st.integers(min_value=0, max_value=70000), max_size=60))
+def test_format_sorted_writes_numbers_past_its_table_as_the_plain_way_does(cpus):
+    # Numbers below 1024 are written from a table made once; the others (and lists reaching them) without it.
+    assert format_sorted(sorted(cpus)) == _ranges_one_by_one(cpus)
+    assert format_sorted(sorted(cpus | {1023, 1024, 1025})) == _ranges_one_by_one(cpus | {1023, 1024, 1025})
+
+
+@pytest.mark.parametrize('text, cpus', [('5,3,3', [3, 5]), ('0,65535', [0, 65535]), ('007', [7])])
+def test_a_list_of_single_cpus_parses_as_the_general_parser_does(text, cpus):
+    assert parse_cpulist(text) == cpus
+
+
+def test_a_single_cpu_above_any_kernel_is_refused_with_the_general_message():
+    with pytest.raises(CpuListError, match='CPU 65536 is above 65535'):
+        parse_cpulist('1,65536')

@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
+from ansible_collections.gpufleet.core.plugins.module_utils._placement_spec import Spec
+from ansible_collections.gpufleet.core.plugins.module_utils._planner import Planner, Unplaceable
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
 
 from ...support.topology import gpu, mig_instance
 from ...support.topology import node as node_fact
@@ -212,3 +215,46 @@ def test_a_gpu_on_an_unknown_node_needs_a_pin_or_cross_numa(drawn, data):
         assert result[0]['gpus'] == ['GPU-lost'] and result[0]['numa_node'] in (spec['node'], result[0]['numa_node'])
         if spec['node'] is not None:
             assert result[0]['numa_node'] == spec['node']
+
+
+def _free_devices_the_plain_way(planner, spec, node):
+    """A node's devices free for the spec, least shared first, then in ``sort`` order: filtered and sorted afresh,
+    as the planner did before it kept ranks."""
+    host = planner.topology
+    taken = planner.gpu_users if spec.exclusive else planner.held_exclusively
+    found = [d for d in host.devices.values() if d['node'] == node and planner.device_kind_fits(spec, d)
+             and planner.direct_use(d['uuid']) and d['uuid'] not in taken]
+    found.sort(key=lambda d: d['sort'])
+    found.sort(key=lambda d: planner.use_count[d['uuid']])
+    return [d['uuid'] for d in found]
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(1, 3), st.booleans(), st.sampled_from([None, 0, 1])), min_size=1, max_size=12),
+       st.lists(st.integers(0, 7), max_size=3))
+def test_kept_device_ranks_choose_as_filtering_and_sorting_afresh_would(requests, listed_first):
+    """Devices claimed before the pool is built (listed GPUs) and after it, exclusive and shareable, pinned or not:
+    every choice is the plainly computed best node's first free devices."""
+    gpus = [gpu(i, 'GPU-%d' % i, bus=0x90 - 0x10 * i, node=i % 2) for i in range(8)]  # bus order is not index order
+    host = Topology(topology_fact([node_fact(0, range(0, 16)), node_fact(1, range(16, 32))], gpus))
+    planner = Planner(host, [], {})
+    for position, index in enumerate(listed_first):
+        spec = Spec(100 + position)
+        spec.name, spec.mode, spec.exclusive = 'listed%d' % position, 'list', False
+        planner.claim_devices(spec, ['GPU-%d' % index])
+    for position, (count, exclusive, pinned) in enumerate(requests):
+        spec = Spec(position)
+        spec.name, spec.count, spec.exclusive, spec.node = 'svc%d' % position, count, exclusive, pinned
+        candidates = {}
+        for node in [pinned] if pinned is not None else planner.cpu_nodes:
+            free = _free_devices_the_plain_way(planner, spec, node)
+            if len(free) >= count:
+                shared = sum(planner.use_count[uuid] for uuid in free[:count])
+                candidates[(shared, -len(planner.unclaimed[node]), node)] = free[:count]
+        try:
+            chosen = planner.choose_devices(spec)
+        except Unplaceable:
+            assert not candidates
+            continue
+        assert chosen == candidates[min(candidates)]
+        planner.claim_devices(spec, chosen)

@@ -99,8 +99,8 @@ def test_hosts_with_the_same_cpu_lists_share_one_core_index_equal_to_one_built_a
     # Version 1's integer lists are never kept: this one is built afresh, and must say the same.
     fresh = Topology(as_version_1(_host()))
     assert fresh.cores is not one.cores
-    index = (one.nodes, one.node_cpus, one.cores, one.core_of)
-    assert (fresh.nodes, fresh.node_cpus, fresh.cores, fresh.core_of) == index
+    index = (one.nodes, one.node_cpus, one.cores, one.core_of, one.core_size)
+    assert (fresh.nodes, fresh.node_cpus, fresh.cores, fresh.core_of, fresh.core_size) == index
     # The node dicts are each fact's own.
     assert other.node(0) is second['numa_nodes'][0] and one.node(0) is first['numa_nodes'][0]
 
@@ -127,6 +127,27 @@ def test_a_kept_index_never_answers_for_a_fact_that_building_one_refuses(spoil):
     spoil(fact)
     with pytest.raises(GpufleetError):
         Topology(fact)
+
+
+def test_sibling_lists_joined_alike_are_told_apart():
+    """The index is kept by the sibling lists joined with newlines: lists that join alike, one read well and one
+    refused, must each be read as building an index reads them."""
+    good, bad = _host(), _host()
+    good['cpu']['smt_siblings'][:2] = ['0-\n8', '1,9']  # '0-\n8' is the range 0-8, space allowed
+    bad['cpu']['smt_siblings'][:2] = ['0-', '8\n1,9']  # the same text joined, but '0-' is no CPU list
+    assert Topology(good).cores[0][0] == (0, 1, 2, 3, 8)
+    with pytest.raises(GpufleetError):
+        Topology(bad)
+
+
+def test_core_size_is_the_cpus_per_core_where_every_core_of_the_node_has_as_many():
+    assert Topology(_host()).core_size == {0: 2, 1: 2, 2: None}  # node 2 has no CPUs
+    fact = _host()
+    fact['cpu']['smt_siblings'] = [str(cpu) for cpu in range(16)]
+    assert Topology(fact).core_size == {0: 1, 1: 1, 2: None}
+    fact = _host()
+    fact['numa_nodes'][0]['cpulist'] = '0-3,8-10'  # CPU 11 offline: its sibling 3 is a core of its own
+    assert Topology(fact).core_size[0] is None
 
 
 def test_the_kept_indexes_are_bounded():
