@@ -128,8 +128,8 @@ GPU_WATCHDOG_ACCEPTED = [
     ('the common variables', {}),
     ('a budget for a planned service', {'gpu_watchdog_service_budgets': {'imagegen': 80}}),
     ('a window as long as the interval', {'gpu_watchdog_interval_sec': 60, 'gpu_watchdog_rate_limit_window_sec': 60}),
-    ('an environment for the unit', {'gpu_watchdog_environment': {'LD_LIBRARY_PATH': '/opt/nvidia/lib',
-                                                                   'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}}),
+    ('an environment for the unit',
+     {'gpu_watchdog_environment': {'LD_LIBRARY_PATH': '/opt/nvidia/lib', 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}}),
     ('disabled without a plan', {'gpu_watchdog_enabled': False, 'gpu_watchdog_plan_file': '/nonexistent/plan.json'}),
 ]
 
