@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
+from urllib.parse import urlencode, urlsplit
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
@@ -32,7 +34,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import l
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError, explain, pynvml
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, load_plan
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog import (
-    REBOOT, RESET, RESTART, WatchdogError, check_config, decide, parse_kernel_xid,
+    FLEET_QUARANTINED_QUERY, REBOOT, RESET, RESTART, WatchdogError, check_config, decide, parse_kernel_xid,
     read_state)
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report import (
     TEXTFILE_NAME, journal_lines, metrics)
@@ -133,6 +135,26 @@ class WatchdogHost:
 
     def emit(self, line):
         self.out.write(line + '\n')
+
+    @staticmethod
+    def fleet_quarantined(url):
+        """(how many hosts of the fleet are quarantined, None) from the Prometheus at url, or (None, why not)."""
+        # http.client, not ansible-core's open_url: this runs in the helper bundle, where ansible-core is absent.
+        try:
+            parts = urlsplit(url)
+            connection = (HTTPSConnection if parts.scheme == 'https' else HTTPConnection)(parts.netloc, timeout=3)
+            try:
+                connection.request('GET', parts.path + '/api/v1/query?' + urlencode({'query': FLEET_QUARANTINED_QUERY}))
+                answer = connection.getresponse()
+                document = json.loads(answer.read().decode('utf-8'))
+            finally:
+                connection.close()
+            result = document['data']['result'] if document.get('status') == 'success' else None
+            if result is None:
+                return None, 'Prometheus at %s answered %s' % (url, document.get('error') or document.get('status'))
+            return (int(float(result[0]['value'][1])) if result else 0), None
+        except (OSError, HTTPException, ValueError, KeyError, IndexError, TypeError) as exc:
+            return None, 'Prometheus at %s did not answer: %s' % (url, exc)
 
     # systemd ------------------------------------------------------------------------------------------------
 
@@ -373,6 +395,10 @@ def check(host, config):
         readings['xids_skipped'] = len(kernel_events)  # history from before the watchdog: reported, not acted on
         kernel_events = []
     readings['xids'] = nvml_xids + kernel_events
+    if config['fleet_max_quarantined'] and config['fleet_prometheus_url']:
+        readings['fleet_quarantined'], readings['fleet_error'] = host.fleet_quarantined(config['fleet_prometheus_url'])
+    elif config['fleet_max_quarantined']:
+        readings['fleet_quarantined'], readings['fleet_error'] = None, 'fleet_prometheus_url is empty'
     if kernel_problem:
         host.emit('REPORT kernel_log: %s; Xid lines since the last check may be missed' % kernel_problem)
     auditor = host.audit_host()

@@ -83,7 +83,13 @@ DEFAULTS = {
     'reset_stop_units': [],
     'mps_unit_prefix': 'gpufleet-mps@',
     'mig_unit': 'gpufleet-mig.service',
+    # The fleet-wide cap (the site playbook's gpufleet_watchdog_max_quarantined): at most this many hosts quarantined
+    # at once, counted by the Prometheus that scrapes every host's watchdog metrics; 0 is no cap.
+    'fleet_max_quarantined': 0,
+    'fleet_prometheus_url': '',
 }
+# What the watchdog asks that Prometheus: how many hosts are quarantined now (the pack's job label is not assumed).
+FLEET_QUARANTINED_QUERY = 'count(max by (host) (gpufleet_watchdog_quarantined == 1))'
 
 
 class WatchdogError(GpufleetError):
@@ -130,9 +136,12 @@ def check_config(raw):
     for key in ('interval_sec', 'rate_limit_restarts', 'rate_limit_window_sec'):
         if not _number(config[key]) or config[key] < 1:
             problems.append('%s must be a whole number of at least 1 (got %r)' % (key, config[key]))
-    for key in ('min_uptime_sec', 'reboot_cooldown_sec', 'xid_event_wait_ms'):
+    for key in ('min_uptime_sec', 'reboot_cooldown_sec', 'xid_event_wait_ms', 'fleet_max_quarantined'):
         if not _number(config[key]) or config[key] < 0:
             problems.append('%s must be a whole number, 0 or more (got %r)' % (key, config[key]))
+    url = config['fleet_prometheus_url']
+    if not isinstance(url, str) or not re.fullmatch(r'(https?://[^\s/?#]+(/[^\s?#]*[^/\s?#])?)?', url):
+        problems.append("fleet_prometheus_url must be an http(s) URL without a trailing slash, or '' (got %r)" % (url,))
     if not problems and config['rate_limit_window_sec'] < config['interval_sec']:
         problems.append('rate_limit_window_sec (%d) is shorter than the check interval interval_sec (%d): the rate '
                         'limit would never see two restarts; make the window at least the interval'
@@ -309,7 +318,8 @@ def decide(config, plan, readings, state, now):
     ``plan`` is the plan document (``_plan.read_plan``) or None with ``readings['plan_error']``; ``readings``:
     units {unit: {LoadState, ActiveState, SubState}}, services {name: {pids, binding_problems, remote_fraction}},
     gpus [{index, uuid, pci_bus_id, lost}], devices {uuid: {gpu, memory_total_bytes, processes {pid: bytes}}},
-    xids [{gpu|pci_bus_id, device, xid, pid, source, message}], xids_skipped, nvml_error, uptime_sec, boot_id.
+    xids [{gpu|pci_bus_id, device, xid, pid, source, message}], xids_skipped, nvml_error, uptime_sec, boot_id,
+    fleet_quarantined (hosts of the fleet quarantined now, None when it could not be counted) and fleet_error.
     """
     state = dict(state, restarts=dict(state['restarts']), resets=dict(state['resets']),
                  quarantined=dict(state['quarantined']), reset_pending=dict(state['reset_pending']),
@@ -317,7 +327,7 @@ def decide(config, plan, readings, state, now):
                  gpu_index=dict(state['gpu_index']), reboots=list(state['reboots']),
                  actions_total=dict(state['actions_total']))
     decisions = []
-    summary = {'services': {}, 'gpus': {}, 'plan_ok': False}
+    summary = {'services': {}, 'gpus': {}, 'plan_ok': False, 'quarantine_held': False}
     boot_id = readings.get('boot_id')
     if boot_id and state['boot_id'] and boot_id != state['boot_id']:
         # A reboot resets every GPU: pending resets are done; a quarantine stays until an operator clears it.
@@ -377,9 +387,23 @@ def decide(config, plan, readings, state, now):
                 reason, state['quarantined'][key]['since'], state['quarantined'][key]['reason']), evidence, gpu=gpu,
                 act=False, why_not='already quarantined'))
             return
-        decisions.append(_decision(QUARANTINE, cause, reason, dict(evidence, key=key), gpu=gpu,
-                                   act=config['quarantine'], why_not=None if config['quarantine'] else
-                                   'gpu_watchdog_quarantine is off'))
+        why_not = None if config['quarantine'] else 'gpu_watchdog_quarantine is off'
+        cap = config['fleet_max_quarantined']
+        evidence = dict(evidence, key=key)
+        # The cap counts hosts: a host already quarantined (for another GPU) adds none.
+        if why_not is None and cap and not state['quarantined']:
+            counted = readings.get('fleet_quarantined')
+            evidence.update(fleet_quarantined=counted, fleet_max_quarantined=cap)
+            if counted is None:
+                # Quarantine stops the watchdog acting on the GPU, the safe side when the fleet cannot be counted.
+                reason = '%s (the fleet cap was not checked: %s)' % (
+                    reason, readings.get('fleet_error') or 'no Prometheus to ask')
+            elif counted >= cap:
+                why_not = ('fleet cap: %d host(s) of the fleet are quarantined, at most %d at once '
+                           '(gpufleet_watchdog_max_quarantined); an operator must look at them first' % (counted, cap))
+                summary['quarantine_held'] = True
+        decisions.append(_decision(QUARANTINE, cause, reason, evidence, gpu=gpu, act=why_not is None,
+                                   why_not=why_not))
 
     xids = merge_xids(gpus, readings.get('xids', []))
     lost = [g for g in gpus if g.get('lost')]

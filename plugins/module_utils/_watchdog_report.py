@@ -78,6 +78,8 @@ def metrics(decisions, state, summary):
             for kind in KINDS for acted in ('true', 'false')])
     family('quarantined', 'gauge', '1 while the host is quarantined (a lost GPU, or one that needs a reset or RMA).',
            [((), bool(summary['quarantined']))])
+    family('quarantine_held', 'gauge', '1 when the fleet cap (gpufleet_watchdog_max_quarantined) held back a '
+           'quarantine in the last check.', [((), bool(summary.get('quarantine_held')))])
     family('gpu_quarantined', 'gauge', 'Each quarantined GPU (UUID, or index when the UUID is unknown).',
            [((('gpu', key),), 1) for key in summary['quarantined']])
     family('gpu_reset_pending', 'gauge', 'Each GPU with a row remap waiting for a reset (Xid 63).',

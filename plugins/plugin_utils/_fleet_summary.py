@@ -7,9 +7,11 @@
 
 The site playbook's tasks leave a trail as facts: preflight's outcome and the rollout plan (``_gpufleet_preflight``,
 ``_gpufleet_rollout``, set on localhost), the stage a host entered (``_gpufleet_stage``), where and why it failed
-(``_gpufleet_failure``) and its audit (``_gpufleet_audit``). The callback feeds them here as they are reported, with
-the failures Ansible reports itself (unreachable hosts, validate and preflight refusals), and prints ``lines()`` when
-the run ends, including when Ansible stops it early (a batch over its failure limit, a whole batch failed).
+(``_gpufleet_failure``), its audit (``_gpufleet_audit``) and, on a monitoring host, its Prometheus report
+(``_gpufleet_monitoring``: where Prometheus is, how many of its targets are up). The callback feeds them here as they
+are reported, with the failures Ansible reports itself (unreachable hosts, validate and preflight refusals), and
+prints ``lines()`` when the run ends, including when Ansible stops it early (a batch over its failure limit, a whole
+batch failed).
 This is a private module: its API may change without notice.
 """
 
@@ -39,6 +41,7 @@ class FleetRun:
         self.audit = {}
         self.refused = {}  # host -> (stage, reason) for validate and preflight refusals Ansible reported
         self.unreachable = {}
+        self.monitoring = {}  # monitoring host -> its Prometheus report (the monitoring role's)
 
     def facts(self, host, facts):
         """A task's ansible_facts for HOST (delegated facts of localhost included)."""
@@ -55,6 +58,8 @@ class FleetRun:
             self.failure[host] = facts['_gpufleet_failure']
         if isinstance(facts.get('_gpufleet_audit'), dict):
             self.audit[host] = facts['_gpufleet_audit']
+        if isinstance(facts.get('_gpufleet_monitoring'), dict):
+            self.monitoring[host] = facts['_gpufleet_monitoring']
 
     def quarantine(self, host):
         self.quarantined.add(host)
@@ -123,4 +128,6 @@ class FleetRun:
                  ('not_changed', 'not changed')]
         total = '%d host(s): %s' % (len(found), ', '.join('%d %s' % (counts[key], word) for key, word in words
                                                           if counts.get(key)))
-        return [line for _result, line in found.values()] + [total]
+        prometheus = ['%s: %s' % (host, _short(self.monitoring[host].get('line'))) for host in found
+                      if host in self.monitoring]
+        return [line for _result, line in found.values()] + prometheus + [total]

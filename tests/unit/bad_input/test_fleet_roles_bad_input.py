@@ -50,6 +50,8 @@ MONITORING_ACCEPTED = [
                                                   'monitoring_management_cidrs': ['FD00::/64']}),
     ("a site's own Prometheus with a snippet", {'monitoring_install_prometheus': False,
                                                 'monitoring_promtool': sys.executable}),
+    ('no report, and a reported address of its own', {'monitoring_api_url': '',
+                                                      'monitoring_report_url': 'https://prometheus.hk1.example.com'}),
 ]
 
 MONITORING_CASES = [
@@ -120,6 +122,12 @@ MONITORING_CASES = [
      ['gpufleet_expected_gpus.count']),
     ('fleet host not in the inventory', {'monitoring_fleet_hosts': ['gpu-missing-01']},
      ['gpu-missing-01', 'monitoring_fleet_hosts']),
+    ('API address without a scheme', {'monitoring_api_url': '127.0.0.1:9090'},
+     ['monitoring_api_url is "127.0.0.1:9090"', 'http(s)://host:port']),
+    ('API address with a trailing slash', {'monitoring_api_url': 'http://127.0.0.1:9090/'},
+     ['monitoring_api_url is "http://127.0.0.1:9090/"', 'no trailing slash']),
+    ('report wait of -1 seconds', {'monitoring_report_wait_sec': -1},
+     ['monitoring_report_wait_sec -1', '0 to 3600 seconds']),
 ]
 
 PLAN = {'version': 1, 'services': [{'name': 'llm'}, {'name': 'imagegen'}]}
@@ -131,6 +139,8 @@ GPU_WATCHDOG_ACCEPTED = [
     ('an environment for the unit',
      {'gpu_watchdog_environment': {'LD_LIBRARY_PATH': '/opt/nvidia/lib', 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}}),
     ('disabled without a plan', {'gpu_watchdog_enabled': False, 'gpu_watchdog_plan_file': '/nonexistent/plan.json'}),
+    ('a fleet cap counted by a Prometheus', {'gpu_watchdog_fleet_max_quarantined': 2,
+                                             'gpu_watchdog_fleet_prometheus_url': 'http://10.20.3.41:9090'}),
 ]
 
 GPU_WATCHDOG_CASES = [
@@ -184,6 +194,12 @@ GPU_WATCHDOG_CASES = [
      ['gpu_watchdog_environment', 'LD LIBRARY PATH']),
     ('missing plan while enabled', {'gpu_watchdog_plan_file': '/nonexistent/plan.json'},
      ['gpu_watchdog_plan_file /nonexistent/plan.json does not exist', 'gpu_watchdog_enabled to false']),
+    ('fleet cap of -1 hosts', {'gpu_watchdog_fleet_max_quarantined': -1},
+     ['gpu_watchdog_fleet_max_quarantined must be a whole number', 'got -1']),
+    ('fleet cap as a percentage', {'gpu_watchdog_fleet_max_quarantined': '10%'},
+     ['gpu_watchdog_fleet_max_quarantined must be a whole number', 'got "10%"']),
+    ('fleet Prometheus without a scheme', {'gpu_watchdog_fleet_prometheus_url': '10.20.3.41:9090'},
+     ['gpu_watchdog_fleet_prometheus_url an http(s) URL', 'got "10.20.3.41:9090"']),
 ]
 
 # role -> (its refused cases, its accepted cases, the variables every case of it gets)

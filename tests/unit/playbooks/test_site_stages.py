@@ -221,9 +221,11 @@ def test_the_monitoring_host_is_checked_with_the_others_before_any_host_is_chang
 
 def test_the_watchdog_stage_is_validated_on_gpu_hosts_when_it_is_on(tmp_path):
     bad = {'hk1-a100-01': {'gpu_watchdog_dry_run': 'sometimes'}}
-    ran, kept = run_stages(tmp_path, fleet(tmp_path, host_vars=bad), extra={'gpufleet_watchdog_enabled': True})
+    # On (the default), a bad watchdog variable stops the run in validate.
+    ran, kept = run_stages(tmp_path, fleet(tmp_path, host_vars=bad))
     assert ran.returncode != 0 and kept is None
     assert 'gpufleet.core.gpu_watchdog: ' in ran.stdout and 'gpu_watchdog_dry_run' in ran.stdout
-    # Off (the default), the watchdog's variables are not the run's concern.
-    ran, kept = run_stages(tmp_path / 'off', fleet(tmp_path / 'off', host_vars=bad))
+    # Off, the watchdog's variables are not the run's concern.
+    ran, kept = run_stages(tmp_path / 'off', fleet(tmp_path / 'off', host_vars=bad),
+                           extra={'gpufleet_watchdog_enabled': False})
     assert ran.returncode == 0, ran.stdout[-6000:]

@@ -199,6 +199,49 @@ def test_xid_79_quarantines_and_never_loops():
         assert all(d['why_not'] == 'already quarantined' for d in decisions)
 
 
+def capped(counted, error=None, **changes):
+    reads = readings(xids=[xid(79)])
+    reads.update(fleet_quarantined=counted, fleet_error=error)
+    return run(cfg=config(fleet_max_quarantined=2, fleet_prometheus_url='http://10.0.0.5:9090', **changes), reads=reads)
+
+
+@pytest.mark.parametrize('counted, quarantined', [(0, True), (1, True), (2, False), (5, False)])
+def test_the_fleet_cap_holds_a_quarantine_once_enough_hosts_are(counted, quarantined):
+    decisions, state, summary = capped(counted)
+    decision = [d for d in decisions if d['kind'] == wd.QUARANTINE][0]
+    assert decision['act'] is quarantined and bool(state['quarantined']) is quarantined
+    assert decision['evidence']['fleet_quarantined'] == counted and decision['evidence']['fleet_max_quarantined'] == 2
+    assert summary['quarantine_held'] is not quarantined
+    assert restarted(decisions) == []  # held or not, the lost GPU's services are not restarted
+    if not quarantined:
+        assert decision['why_not'] == ('fleet cap: %d host(s) of the fleet are quarantined, at most 2 at once '
+                                       '(gpufleet_watchdog_max_quarantined); an operator must look at them first'
+                                       % counted)
+        assert 'gpufleet_watchdog_quarantine_held 1' in metrics(decisions, state, summary)
+
+
+def test_a_host_already_quarantined_is_not_counted_again_by_the_cap():
+    state = run(reads=readings(xids=[xid(48, gpu=GPU1)]))[1]  # GPU 1 quarantined (reset needed, not allowed)
+    reads = readings(xids=[xid(79)])
+    reads.update(fleet_quarantined=2)
+    decisions = run(cfg=config(fleet_max_quarantined=2, fleet_prometheus_url='http://p:9090'), reads=reads,
+                    state=state)[0]
+    assert [d['kind'] for d in acted(decisions)] == [wd.QUARANTINE]
+
+
+def test_a_fleet_that_cannot_be_counted_quarantines_and_says_why():
+    decisions, state, summary = capped(None, 'Prometheus at http://10.0.0.5:9090 did not answer: timed out')
+    decision = acted(decisions)[0]
+    assert decision['kind'] == wd.QUARANTINE and not summary['quarantine_held']
+    assert decision['reason'].endswith('(the fleet cap was not checked: Prometheus at http://10.0.0.5:9090 did not '
+                                       'answer: timed out)')
+
+
+def test_without_a_cap_prometheus_is_not_consulted():
+    decision = [d for d in run(reads=readings(xids=[xid(79)]))[0] if d['kind'] == wd.QUARANTINE][0]
+    assert decision['act'] and 'fleet_quarantined' not in decision['evidence']
+
+
 def test_a_gpu_nvml_calls_lost_is_quarantined_by_the_uuid_it_had():
     state = run()[1]
     decisions, state, summary = run(reads=readings(lost=[1]), state=state)
@@ -295,6 +338,9 @@ def test_a_planned_service_the_host_lacks_stops_every_action():
     ({'dry_run': 'yes'}, 'dry_run'),
     ({'surprise': 1}, 'unknown settings surprise'),
     ({'reset_stop_units': ['exporter']}, 'reset_stop_units'),
+    ({'fleet_max_quarantined': -1}, 'fleet_max_quarantined'),
+    ({'fleet_prometheus_url': 'http://prometheus:9090/'}, 'fleet_prometheus_url'),
+    ({'fleet_prometheus_url': 'prometheus:9090'}, 'fleet_prometheus_url'),
 ])
 def test_bad_configuration_is_refused_naming_the_setting(changes, named):
     with pytest.raises(wd.WatchdogError) as caught:

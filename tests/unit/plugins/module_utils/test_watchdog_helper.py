@@ -214,3 +214,72 @@ def test_a_cursor_the_journal_lost_restarts_from_the_end_of_the_log_without_acti
     assert rc == 0 and host['systemd'].done == []
     assert 'Failed to seek to cursor' in lines[0] and '1 Xid line(s) of this boot were not acted on' in lines[0]
     assert state(host)['kernel_cursor'].endswith('i=1')
+
+
+class _Prometheus:
+    """A stand-in for Prometheus's query API on 127.0.0.1: answers each query with the next of `answers`."""
+
+    def __init__(self, answers):
+        import http.server
+
+        self.answers, self.queries = list(answers), []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.queries.append(self.path)
+                body = json.dumps(outer.answers.pop(0)).encode()
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_):
+                pass
+
+        self.server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
+        self.url = 'http://127.0.0.1:%d' % self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _count(value):
+    return {'status': 'success', 'data': {'resultType': 'vector', 'result': [{'metric': {}, 'value': [1, value]}]}}
+
+
+def test_the_fleet_cap_counts_quarantined_hosts_through_prometheus(host):
+    assert check(host)[0] == 0
+    prometheus = _Prometheus([_count('2')])
+    try:
+        simctl.lose_gpu(host['host_file'], host['state_file'], GPU1)
+        rc, lines = check(host, fleet_max_quarantined=2, fleet_prometheus_url=prometheus.url)
+    finally:
+        prometheus.close()
+    assert rc == 0 and prometheus.queries == [
+        '/api/v1/query?query=count%28max+by+%28host%29+%28gpufleet_watchdog_quarantined+%3D%3D+1%29%29']
+    assert lines[0].startswith('SKIP quarantine') and 'fleet cap: 2 host(s) of the fleet are quarantined' in lines[0]
+    assert state(host)['quarantined'] == {} and 'gpufleet_watchdog_quarantine_held 1' in metrics(host)
+
+
+@pytest.mark.parametrize('answer, why', [
+    ({'status': 'success', 'data': {'resultType': 'vector', 'result': []}}, None),  # nobody quarantined: count 0
+    ({'status': 'error', 'error': 'parse error'}, 'answered parse error'),
+])
+def test_an_empty_or_failed_count_from_prometheus(host, answer, why):
+    prometheus = _Prometheus([answer])
+    try:
+        counted, problem = host['watchdog'].fleet_quarantined(prometheus.url)
+    finally:
+        prometheus.close()
+    assert (counted, problem) == ((0, None) if why is None else (None, 'Prometheus at %s %s' % (prometheus.url, why)))
+
+
+def test_a_prometheus_that_does_not_answer_leaves_the_quarantine_to_the_host(host):
+    assert check(host)[0] == 0
+    simctl.lose_gpu(host['host_file'], host['state_file'], GPU1)
+    rc, lines = check(host, fleet_max_quarantined=1, fleet_prometheus_url='http://127.0.0.1:9')
+    assert rc == 0 and lines[0].startswith('ACT quarantine')
+    assert '(the fleet cap was not checked: Prometheus at http://127.0.0.1:9 did not answer: ' in lines[0]
+    assert list(state(host)['quarantined']) == [GPU1]

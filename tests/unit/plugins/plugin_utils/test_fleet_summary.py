@@ -77,3 +77,20 @@ def test_hosts_lost_before_preflight_recorded_the_run_are_still_named():
     run = FleetRun()
     run.lost('d1', 'Connection refused')
     assert run.lines() == ['d1: UNREACHABLE during the run: Connection refused', '1 host(s): 1 failed']
+
+
+def test_the_monitoring_hosts_prometheus_report_comes_before_the_total():
+    run = FleetRun()
+    run.facts('localhost', {'_gpufleet_preflight': {'run_hosts': ['g1', 'mon'], 'failures': {}},
+                            '_gpufleet_rollout': {'hosts': ['g1', 'mon']}})
+    for host in ('g1', 'mon'):
+        run.facts(host, {'_gpufleet_stage': 'done'})
+    line = 'Prometheus at http://10.0.0.5:9090/: 2 of 3 targets up (gpufleet_dcgm_exporter 1/2, prometheus 1/1)'
+    run.facts('mon', {'_gpufleet_monitoring': {'line': line, 'up': 2, 'targets': 3}})
+    assert run.lines() == ['g1: converged (no services to audit)', 'mon: converged (no services to audit)',
+                           'mon: ' + line, '2 host(s): 2 converged']
+
+
+def test_no_prometheus_line_without_a_report():
+    lines = _run().lines()
+    assert not [line for line in lines if 'Prometheus' in line]
