@@ -84,64 +84,9 @@ server.listen(8)
 while True:
     server.accept()[0].close()
 """
-DCGM_EXPORTER = r"""#!/usr/bin/python3
-# Stand-in for dcgm-exporter VERSION: takes its real flags (-a/--address, -f/--collectors, --web-config-file,
-# -r/--remote-hostengine-info) and serves one sample per counter of the CSV at /metrics, over TLS and with basic
-# auth when the web configuration asks for them (basic auth: any password; the real one checks bcrypt).
-import argparse, base64, http.server, ssl, sys
-parser = argparse.ArgumentParser()
-parser.add_argument('-a', '--address', default=':9400')
-parser.add_argument('-f', '--collectors', default='/etc/dcgm-exporter/default-counters.csv')
-parser.add_argument('--web-config-file', default='')
-parser.add_argument('-r', '--remote-hostengine-info', default='')
-parser.add_argument('-c', '--collect-interval', type=int, default=30000)
-parser.add_argument('--version', action='store_true')
-args = parser.parse_args()
-if args.version:
-    print('dcgm-exporter version VERSION (stand-in)')
-    sys.exit(0)
-counters = []
-with open(args.collectors) as handle:
-    for line in handle:
-        line = line.strip()
-        if line and not line.startswith('#'):
-            counters.append([field.strip() for field in line.split(',', 2)])
-tls, users = {}, []
-if args.web_config_file:
-    section = None
-    with open(args.web_config_file) as handle:
-        for line in handle:
-            if not line.strip() or line.lstrip().startswith('#'):
-                continue
-            if not line.startswith(' '):
-                section = line.split(':')[0].strip()
-            elif section == 'tls_server_config':
-                key, _, value = line.strip().partition(':')
-                tls[key.strip()] = value.strip().strip('"')
-            elif section == 'basic_auth_users':
-                users.append(line.split(':')[0].strip().strip('"'))
-body = ''.join('# HELP %s %s\n# TYPE %s %s\n%s{gpu="0"} 1\n' % (c[0], c[2] if len(c) > 2 else '', c[0], c[1], c[0])
-               for c in counters).encode()
-class Metrics(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        auth = self.headers.get('Authorization', '')
-        if users and not (auth.startswith('Basic ') and
-                          base64.b64decode(auth[6:]).decode().split(':')[0] in users):
-            self.send_response(401)
-            self.send_header('WWW-Authenticate', 'Basic')
-            self.end_headers()
-            return
-        self.send_response(200 if self.path == '/metrics' else 404)
-        self.end_headers()
-        self.wfile.write(body)
-host, _, port = args.address.rpartition(':')
-server = http.server.HTTPServer((host.strip('[]'), int(port)), Metrics)
-if tls:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tls['cert_file'], tls['key_file'])
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-server.serve_forever()
-"""
+# Stand-in for dcgm-exporter: next to this script (it reads the NVML simulator's files on a lab host).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'dcgm_exporter_standin.py')) as _standin:
+    DCGM_EXPORTER = '#!/usr/bin/python3\n' + _standin.read()
 
 
 def unit(description, exec_start):

@@ -19,7 +19,11 @@ network=gpufleet-lab
 subnet=10.213.7.0/24
 label=gpufleet-lab=1
 # What lab hosts run with: the simulator's drop-in pynvml and what it reads.
-sim_files=(pynvml.py gpu_models.json simctl.py render_tree.py)
+sim_files=(pynvml.py gpu_models.json simctl.py render_tree.py journalctl)
+# Debian's prometheus and prometheus-node-exporter with their dependencies (tests/testbed/prometheus_repo.sh), the
+# only Debian packages a lab host can install: every host runs node_exporter, as a site's base image would, and the
+# monitoring host installs Prometheus from it. Kept across lab.sh down, as the monitoring scenario's.
+debian_repo=$repo/build/monitoring-apt-repo
 
 # The fleet. Names, groups and addresses are a contract (make site, examples/hk-fleet): change them together.
 # The last column is the host description in tests/nvml_sim/hosts/ whose GPUs the host simulates (a description
@@ -122,6 +126,7 @@ config_of() {
     (cd "$here/host" && find . -type f -printf '%p %m\n' | LC_ALL=C sort && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 cat)
     sha256sum <"$lab/ssh/id_ed25519.pub"
     sha256sum <"$lab/aptrepos/repo.json"
+    cat "$debian_repo/.versions"
     sha256sum <"$here/lab.sh"
   } | sha256sum | cut -c1-16
 }
@@ -146,7 +151,7 @@ create() { # create HOST ADDRESS GPUS CONFIG
   # the lab's stand-in driver); podman's default capabilities leave it out.
   pm run -d --name "$name" --hostname "$host" --label "$label" --label "gpufleet-lab.config=$config" \
     --network "$network" --ip "$address" --mac-address "$mac" --systemd=always --restart=always --cap-add=SYS_PTRACE "${devices[@]}" \
-    --volume "$lab/aptrepos:/srv/gpufleet-repos:ro" \
+    --volume "$lab/aptrepos:/srv/gpufleet-repos:ro" --volume "$debian_repo:/srv/gpufleet-debian:ro" \
     "$image" /sbin/init >/dev/null
 }
 
@@ -184,6 +189,13 @@ provision() { # provision HOST CONFIG: everything inside the container; the last
 set -euo pipefail
 # Test traffic stays on this machine: apt sees only the file: repositories under /srv/gpufleet-repos.
 rm -f /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources
+echo 'deb [trusted=yes] file:/srv/gpufleet-debian ./' >/etc/apt/sources.list.d/gpufleet-lab-debian.list
+apt-get update -qq
+# node_exporter with its textfile collector (/var/lib/prometheus/node-exporter: the watchdog's and audit's metrics).
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-node-exporter >/dev/null
+# The kernel log of the simulated driver (journalctl -k), ahead of the real journalctl; it runs as `python`.
+ln -sfn /opt/gpufleet-nvml-sim/journalctl /usr/local/bin/journalctl
+ln -sfn /usr/bin/python3 /usr/local/bin/python
 # import pynvml finds the simulator for every python3 process (Ansible modules, systemd units), no PYTHONPATH.
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
 mkdir -p "$site" /var/lib/gpufleet-nvml-sim
@@ -222,6 +234,7 @@ up() {
   check_table
   install_missing openssh-client dpkg-dev gnupg
   "$testbed/venv.sh" site
+  "$testbed/prometheus_repo.sh" "$debian_repo"
   mkdir -p "$lab/ssh" "$lab/hosts"
 
   # One client key for the whole lab, kept until down.

@@ -5,7 +5,8 @@
 usage: python3 write_inventory.py REPO LAB_DIR SUBNET HOSTS_TABLE
 
 HOSTS_TABLE has one host a line: name, address, data-centre group, rack group, class group, simulator source.
-Writes LAB_DIR/inventory/hosts.yml (the hosts, their groups and connection variables) and
+Writes LAB_DIR/inventory/hosts.yml (the hosts, their groups and connection variables; the first host without GPUs
+is the monitoring group, as in the example fleet) and
 LAB_DIR/inventory/group_vars/: a link to each entry of the example fleet's group_vars
 (REPO/examples/hk-fleet/inventory/group_vars) but `all`, which is a directory of links to the example's all/*.yml
 plus zz-lab.yml, the lab's overrides (read last, so they win over the example's `all` files). Warns when a
@@ -80,6 +81,10 @@ def hosts_yml(hosts, lab_dir):
         for rack in sorted(set(h['rack'] for h in hosts if h['dc'] == dc)):
             out.extend(['        %s:' % rack, '          hosts:'])
             out.extend('            %s: {}' % h['name'] for h in hosts if h['rack'] == rack)
+    # As in the example fleet, the first host without GPUs runs Prometheus (the site's monitoring stage).
+    cpu_only = [h for h in hosts if h['class'] not in GPU_CLASSES]
+    if cpu_only:
+        out.extend(['    monitoring:', '      hosts:', '        %s: {}' % cpu_only[0]['name']])
     return '\n'.join(out) + '\n'
 
 
@@ -144,6 +149,11 @@ def zz_lab_yml(repo_json, subnet):
         'hk_llm_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 64',
         'hk_imagegen_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 32',
         'hk_gateway_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 16',
+        '',
+        '# Prometheus on the monitoring host scrapes and evaluates every 5 s, so that a test sees a target up or an',
+        '# alert firing in seconds (30 s in the example fleet).',
+        'monitoring_scrape_interval: 5s',
+        'monitoring_evaluation_interval: 5s',
     ]) + '\n'
 
 
