@@ -1,0 +1,147 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: fleet_report
+short_description: Write the fleet report, one self-contained HTML page and its JSON, with what changed since the last
+version_added: 0.1.0
+description:
+  - Writes, on the controller, C(fleet-report.html) and C(fleet-report.json) into O(dest). The page draws every host
+    (sockets, NUMA nodes with their CPUs and memory, reserved CPUs, GPUs with their MIG instances on the 7 compute and
+    8 memory slices, MPS shares, and each placed service on its CPUs and its GPU or slice, coloured by its audit),
+    and sums up the fleet (hosts by data centre and class, GPUs by model and MIG use, driver and CUDA versions,
+    failed and quarantined hosts, failed audits). See C(docs/report.md).
+  - The page holds its style and drawings inline and no script; it fetches nothing, so it opens from disk.
+  - The JSON already there is the previous report. When the fleet has changed, it is kept as
+    C(fleet-report.previous.json) and the page says what changed against it (hosts, layouts, placements, audit
+    results). When nothing has changed, no file is written.
+  - A host without facts, GPUs, plan or audit, and a missing or corrupt previous report, never stop the report; the
+    page says what is missing. Only O(hosts) entries without a unique name are refused, before anything is written.
+  - This is an action plugin; nothing runs on a host. C(playbooks/report.yml) builds O(hosts) from the run's facts.
+author:
+  - gpufleet.core developers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.core.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Says what would be written and writes nothing.
+  diff_mode:
+    support: full
+    details: The JSON before and after.
+  action:
+    description: Runs on the controller only.
+    support: full
+options:
+  dest:
+    description: The directory on the controller the report is written into; created if it is missing.
+    type: path
+    required: true
+  hosts:
+    description:
+      - One dict per host. C(name) (the inventory hostname) is required and unique; every other key may be missing
+        or null.
+      - C(dc), C(rack), C(class) are the host's labels; C(topology) its C(gpufleet_topology) fact; C(plan) the
+        gpu_services plan (the plan document, its JSON text, or the list P(gpufleet.core.place_services#filter)
+        returns); C(audit) the M(gpufleet.core.numa_audit) result; C(reserved_cpus) the CPUs no service gets;
+        C(failure) why the host failed in the run (a string, or a dict with C(stage), C(task) and C(reason));
+        C(quarantined) whether preflight quarantined it; C(problems) a list of what could not be read from it.
+    type: list
+    elements: raw
+    required: true
+  generated_at:
+    description: When the report was made, as shown on the page. Default is now, in UTC.
+    type: str
+  mode:
+    description: The permissions of the files written.
+    type: raw
+    default: '0644'
+seealso:
+  - module: gpufleet.core.topology_facts
+  - module: gpufleet.core.numa_audit
+  - module: gpufleet.core.service_plan
+'''
+
+EXAMPLES = r'''
+- name: Write the fleet report
+  gpufleet.core.fleet_report:
+    dest: "{{ playbook_dir }}/reports"
+    hosts:
+      - name: hk1-a100-01
+        dc: hk1
+        rack: hk1-a
+        class: a100_pcie_4x
+        topology: "{{ hostvars['hk1-a100-01']['ansible_facts']['gpufleet_topology'] }}"
+        plan: "{{ hostvars['hk1-a100-01']['__gpu_services_planned']['plan_json'] }}"
+        audit: "{{ hostvars['hk1-a100-01']['__gpufleet_audit'] }}"
+        reserved_cpus: "0,32"
+      - name: hk2-h100-02
+        failure: unreachable during preflight
+  register: __report
+
+- name: Say where it is
+  ansible.builtin.debug:
+    msg: "{{ __report.html }} ({{ __report.changes }} change(s) since the previous report)"
+'''
+
+RETURN = r'''
+html:
+  description: The page's path.
+  returned: success
+  type: str
+  sample: /srv/reports/fleet-report.html
+json:
+  description: The path of the report's data.
+  returned: success
+  type: str
+  sample: /srv/reports/fleet-report.json
+previous:
+  description: The path of the previous report's data, when there is one; else null.
+  returned: success
+  type: str
+  sample: /srv/reports/fleet-report.previous.json
+written:
+  description: The files written (in check mode, those that would be); empty when nothing changed.
+  returned: success
+  type: list
+  elements: str
+changes:
+  description: How many changes the page lists since the previous report (0 without a previous report).
+  returned: success
+  type: int
+  sample: 2
+previous_problem:
+  description: Why there are no changes to show (no previous report, or a corrupt one); null otherwise.
+  returned: success
+  type: str
+  sample: null
+hosts:
+  description: The number of hosts in the report.
+  returned: success
+  type: int
+  sample: 5
+failed_hosts:
+  description: Hosts that failed in the run.
+  returned: success
+  type: list
+  elements: str
+quarantined_hosts:
+  description: Hosts preflight quarantined.
+  returned: success
+  type: list
+  elements: str
+failed_audits:
+  description: C(host/service) for each service whose audit failed or did not cover it.
+  returned: success
+  type: list
+  elements: str
+  sample: [hk1-a100-02/imagegen]
+'''

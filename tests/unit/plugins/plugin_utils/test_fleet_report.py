@@ -1,0 +1,333 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fleet report on the simulator's hosts: topology gathered by topology_facts' code, MIG layouts applied by the
+mig module's code, services placed by the planner (tests/unit/report/fleet.py). The page is read back with
+tests/unit/report/dom.py, and every count is compared with one taken from the facts and plans themselves."""
+
+from __future__ import absolute_import, division, print_function
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.core.plugins.plugin_utils import _fleet_report as report
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_report import (
+    HTML_NAME, JSON_NAME, PREVIOUS_NAME, FleetReportError, build_report, diff_reports, plan_report, read_previous,
+    render_html)
+
+from ...conftest import REPO
+from ...report import dom
+from ...report.fleet import lab_fleet, simulated_host
+
+FAILED = {'hk1-a100-02': {'imagegen': 0.418}}
+
+
+@pytest.fixture(scope='module')
+def fleet(tmp_path_factory):
+    return lab_fleet(tmp_path_factory.mktemp('fleet'), FAILED)
+
+
+def page(hosts, previous=None, problem=None):
+    data = build_report(copy.deepcopy(hosts), '2025-06-01T12:00:00Z')
+    return data, render_html(data, diff_reports(previous, data, problem))
+
+
+def expected_counts(host):
+    """A host's counts from its inputs: the fact's nodes and GPUs, MIG-enabled GPUs' instances, the plan's services."""
+    topology, services = host['topology'], host['plan']['services']
+    return {'nodes': len(topology['numa_nodes']), 'gpus': len(topology['gpus']),
+            'mig-instances': sum(len(gpu['mig']['gpu_instances']) for gpu in topology['gpus']
+                                 if gpu['mig']['mode_current'] == 'enabled'),
+            'mps-shares': len([entry for entry in services if entry['mps']]), 'services': len(services)}
+
+
+def test_one_drawing_per_host_with_the_numbers_of_its_facts_and_plan(fleet):
+    data, html = page(fleet)
+    drawings = dom.drawings(dom.parse(html))
+    assert sorted(drawings) == sorted(host['name'] for host in fleet)
+    for host in fleet:
+        svg = drawings[host['name']]
+        found = dom.counts(svg)
+        assert dict((key, found[key]) for key in expected_counts(host)) == expected_counts(host), host['name']
+        assert dom.claimed(svg) == found
+    # The hosts as the simulator describes them, by hand: reference-a100 with two 3g.40gb on GPUs 2 and 3, the DGX
+    # with 8 GPUs and one across-node service, the H200's four instances and two MPS shares on one of them, the
+    # quirky host's three nodes (one without CPUs) and its GPU of unknown node.
+    by_name = dict((name, dom.counts(svg)) for name, svg in drawings.items())
+    assert by_name['hk1-a100-01'] == {'nodes': 2, 'gpus': 4, 'mig-instances': 4, 'mps-shares': 0, 'services': 2,
+                                      'cross-links': 0}
+    assert by_name['hk2-h100-01'] == {'nodes': 2, 'gpus': 8, 'mig-instances': 2, 'mps-shares': 0, 'services': 3,
+                                      'cross-links': 1}
+    assert by_name['hk2-h200-01'] == {'nodes': 1, 'gpus': 1, 'mig-instances': 4, 'mps-shares': 2, 'services': 4,
+                                      'cross-links': 0}
+    assert by_name['hk2-cpu-01'] == {'nodes': 1, 'gpus': 0, 'mig-instances': 0, 'mps-shares': 0, 'services': 1,
+                                     'cross-links': 0}
+    assert by_name['lab-quirks-01']['nodes'] == 3
+    quirks = drawings['lab-quirks-01']
+    assert [g.attrs['data-node'] for g in quirks.find_all('g', 'numa-node')] == ['0', '2', '4', 'unknown']
+    assert [g.attrs['data-cpus'] for g in quirks.find_all('g', 'numa-node')[:3]] == ['7', '7', '0']
+
+
+def test_mig_slices_are_drawn_to_scale_on_seven_compute_and_eight_memory_slices(fleet):
+    _data, html = page(fleet)
+    svg = dom.drawings(dom.parse(html))['hk2-h200-01']
+    gpu = svg.find_all('g', 'gpu')[0]
+    slots = gpu.find_all('rect', 'slot')
+    assert len(slots) == 7 + 8
+    compute_slot = dom.box_of(slots[0])[2] + 1
+    memory_slot = dom.box_of(slots[7])[2] + 1
+    # The fact: 3g.71gb at memory 4 (4 memory slices), 2g.35gb at 0, 1g.18gb at 2 and 3.
+    widths = dict((rect.all_text().split(' (')[0], round((dom.box_of(rect)[2] + 1) / memory_slot, 2))
+                  for rect in gpu.find_all('rect', 'mig-memory'))
+    assert widths == {'3g.71gb@4': 4.0, '2g.35gb@0': 2.0, '1g.18gb@2': 1.0, '1g.18gb@3': 1.0}
+    compute = sorted(round((dom.box_of(rect)[2] + 1) / compute_slot, 2) for rect in gpu.find_all('rect', 'mig-instance'))
+    assert compute == [1.0, 1.0, 2.0, 3.0]
+
+
+def test_services_are_drawn_on_their_cpus_and_devices_coloured_by_their_audit(fleet):
+    _data, html = page(fleet)
+    drawings = dom.drawings(dom.parse(html))
+    svg = drawings['hk1-a100-02']
+    plan = dict((entry['name'], entry) for entry in fleet[1]['plan']['services'])
+    for name in ('llm', 'imagegen'):
+        cpus = [rect for rect in svg.find_all('rect', 'cpu') if rect.all_text().endswith(': ' + name)]
+        assert sorted(int(rect.all_text().split(':')[0][4:]) for rect in cpus) == plan[name]['cpus']
+    assert set(rect.classes()[1] for rect in svg.find_all('rect', 'cpu') if rect.all_text().endswith(': imagegen')) \
+        == {'audit-fail'}
+    services = dict((g.attrs['data-service'], g.attrs['data-audit']) for g in svg.find_all('g', 'service'))
+    assert services == {'llm': 'pass', 'imagegen': 'fail'}
+    # imagegen's MIG device is the first 3g.40gb of GPU 2, drawn in the failure colour; reserved CPUs 0 and 32.
+    gpu2 = [g for g in svg.find_all('g', 'gpu') if g.attrs['data-index'] == '2'][0]
+    assert [rect.classes() for rect in gpu2.find_all('rect', 'use')] == [['use', 'audit-fail']]
+    assert sorted(rect.all_text() for rect in svg.find_all('rect', 'reserved')) == ['CPU 0: reserved', 'CPU 32: reserved']
+    # The cross-node service of the DGX spans both node columns and is joined to both.
+    train = [g for g in drawings['hk2-h100-01'].find_all('g', 'service') if g.attrs['data-service'] == 'train'][0]
+    assert (train.attrs['data-cross-node'], train.attrs['data-nodes']) == ('true', '0-1')
+
+
+def test_the_summary_counts_the_fleet(fleet):
+    data, html = page(fleet)
+    found = data['summary']
+    assert found['hosts'] == 6
+    assert found['by_dc'] == {'hk1': 2, 'hk2': 3, 'lab': 1}
+    assert found['by_dc_class']['hk2'] == {'h100_sxm_8x': 1, 'h200_nvl_1x': 1, 'cpu_only': 1}
+    assert found['gpus'] == sum(len(host['topology']['gpus']) for host in fleet)
+    assert found['gpus_by_model']['NVIDIA A100 80GB PCIe'] == {'gpus': 8, 'mig_enabled': 4, 'mig_instances': 8,
+                                                               'profiles': {'3g.40gb': 8}}
+    # The CPU-only host has no driver.
+    assert found['drivers'] == {'570.133.20': 4, '575.57.08': 1}
+    assert found['hosts_without_gpus'] == ['hk2-cpu-01']
+    assert [(item['host'], item['service']) for item in found['failed_audits']] == [('hk1-a100-02', 'imagegen')]
+    assert found['services'] == sum(len(host['plan']['services']) for host in fleet)
+    assert found['services_passed'] == found['services'] - 1
+    heading = [h3 for h3 in dom.parse(html).find_all('h3') if h3.attrs.get('id') == 'failed-audits'][0]
+    table = heading.parent.children[heading.parent.children.index(heading) + 1]
+    assert [[cell.all_text() for cell in row.find_all('td')] for row in table.find_all('tr')][1:] == [
+        ['hk1-a100-02', 'imagegen', '41.8%', '41.8% of pages on remote nodes (max 2.0%)']]
+
+
+def test_nothing_overflows_its_box(fleet):
+    _data, html = page(fleet)
+    for name, svg in dom.drawings(dom.parse(html)).items():
+        assert dom.geometry_problems(svg) == [], name
+        assert svg.attrs['data-overflows'] == '0', name
+
+
+def test_the_geometry_check_finds_an_overflow():
+    svg = dom.drawings(dom.parse(
+        '<svg class="topology" data-host="h" viewBox="0 0 100 50"><g class="gpu" data-box="10 10 30 20">'
+        '<rect x="5" y="12" width="10" height="5"></rect></g><rect x="90" y="40" width="20" height="5"></rect>'
+        '<text x="1" y="10" font-size="9">no length</text></svg>'))['h']
+    problems = dom.geometry_problems(svg)
+    assert len(problems) == 3
+    assert 'outside its gpu box' in problems[0] and 'outside the viewBox' in problems[1] and 'no textLength' in problems[2]
+
+
+def test_the_page_fetches_nothing(fleet):
+    _data, html = page(fleet)
+    assert dom.fetches(html) == [] and dom.fetching_elements(dom.parse(html)) == []
+    bad = '<img src="x.png"><style>@import url(http://x)</style><p style="background:url(y)" onclick="f()">'
+    assert dom.fetches(bad) == ['<img', '@import', 'http://', 'src=', 'url(']
+    assert dom.fetching_elements(dom.parse(bad)) == [
+        '<img>', 'src attribute on <img>', 'a fetch in <style>', "style='background:url(y)' on <p>",
+        'onclick attribute on <p>']
+
+
+def test_every_text_from_inventory_and_facts_is_escaped(fleet):
+    host = copy.deepcopy(fleet[0])
+    evil = '<script>alert(1)</script>'
+    host.update(name='h<script>"', dc=evil, rack='r&<b>', failure={'stage': 'verify', 'task': evil, 'reason': '<img src=x>'})
+    host['topology']['gpus'][0]['name'] = 'GPU <b>bold</b>'
+    host['topology']['cpu']['model'] = '"><svg onload=alert(1)>'
+    host['audit']['services'][0].update(passed=False, reasons=['<iframe src=x>'])
+    _data, html = page([host])
+    for raw in (evil, '<img', '<b>', '<svg onload', '<iframe', 'h<script>'):
+        assert raw not in html
+    assert '&lt;script&gt;alert(1)&lt;/script&gt;' in html and 'h&lt;script&gt;&quot;' in html
+    assert dom.fetching_elements(dom.parse(html)) == []
+    assert list(dom.drawings(dom.parse(html))) == ['h<script>"']
+
+
+def test_bad_input_still_renders_and_says_what_is_missing(fleet):
+    hosts = [
+        {'name': 'before-facts', 'failure': {'stage': 'preflight', 'task': 'Gather the NUMA and GPU topology',
+                                             'reason': 'unreachable'}},
+        {'name': 'quarantined', 'quarantined': True, 'failure': 'Plan the MIG change: 3g.40gb x3 does not fit'},
+        {'name': 'garbage', 'topology': 'not a fact', 'plan': '{not json', 'audit': 'x', 'reserved_cpus': 'abc'},
+        {'name': 'odd', 'topology': {'numa_nodes': [{'id': 0, 'cpulist': '0-3,x'}, 'junk'],
+                                     'gpus': [{'index': 0, 'uuid': 'GPU-1', 'mig': {'mode_current': 'enabled',
+                                               'gpu_instances': [{'profile': '9g', 'placement': {'start': 7}}]}}, 5]},
+         'plan': {'version': 1, 'services': [{'name': 's', 'cpus': [1], 'gpus': ['GPU-gone']}, {'cpus': 3}]}},
+        dict(copy.deepcopy(fleet[4]), name='no-audit', audit=None),
+    ]
+    data, html = page(hosts)
+    models = dict((host['name'], host) for host in data['hosts'])
+    assert models['before-facts']['status'] == 'failed'
+    assert models['before-facts']['missing'][0].startswith('topology facts (the host failed before')
+    assert models['quarantined']['status'] == 'quarantined'
+    assert models['garbage']['status'] == 'unknown'
+    assert 'the services plan is not JSON' in models['garbage']['problems'][1]
+    assert 'reserved_cpus is unusable' in models['garbage']['problems'][0]
+    odd = models['odd']
+    assert len(odd['topology']['nodes']) == 1 and odd['topology']['nodes'][0]['cpus'] == []
+    assert any('node 0\'s CPU list is unusable' in problem for problem in odd['problems'])
+    assert any('no usable placement' in problem for problem in odd['problems'])
+    assert any('GPU-gone' in problem for problem in odd['problems'])
+    assert any('have no name' in problem for problem in odd['problems'])
+    assert models['no-audit']['missing'] == ['GPUs: none found (NVML: %s)' % fleet[4]['topology']['nvml']['reason'],
+                                             'audit']
+    assert models['no-audit']['services'][0]['audit']['state'] == 'none'
+    drawings = dom.drawings(dom.parse(html))
+    assert len(drawings) == len(hosts)
+    assert dom.counts(drawings['before-facts'])['nodes'] == 0
+    assert 'No topology facts' in drawings['before-facts'].all_text()
+    for name, svg in drawings.items():
+        assert dom.geometry_problems(svg) == [], name
+    assert html.count('class="missing"') >= 4
+    summary = data['summary']
+    assert [item['host'] for item in summary['failed_hosts']] == ['before-facts']
+    assert [item['host'] for item in summary['quarantined_hosts']] == ['quarantined']
+    assert [item['host'] for item in summary['unknown_hosts']] == ['garbage']
+
+
+@pytest.mark.parametrize('hosts, words', [
+    ({'name': 'a'}, 'hosts must be a list'),
+    ([{'name': 'a'}, {'dc': 'hk1'}], 'hosts entry 2 has no name'),
+    ([{'name': 'a'}, {'name': 'a'}], 'host a is listed twice'),
+    (['a'], 'hosts entry 1 has no name'),
+])
+def test_input_that_is_not_a_list_of_named_hosts_is_refused(hosts, words):
+    with pytest.raises(FleetReportError) as refused:
+        build_report(hosts)
+    assert words in str(refused.value)
+
+
+def test_previous_reports_that_cannot_be_used_say_why():
+    assert read_previous(None, JSON_NAME)[1].startswith('there is no previous report')
+    assert 'is not JSON' in read_previous('{"hosts": [', JSON_NAME)[1]
+    assert 'not a fleet report' in read_previous('[1, 2]', JSON_NAME)[1]
+    assert 'has version 7' in read_previous('{"version": 7, "hosts": []}', JSON_NAME)[1]
+    assert 'without a name' in read_previous('{"version": 1, "hosts": [{}]}', JSON_NAME)[1]
+
+
+def test_the_files_first_run_same_fleet_changed_fleet_and_corrupt_previous(fleet, tmp_path):
+    first = plan_report(copy.deepcopy(fleet), 'T1', {})
+    assert sorted(first['write']) == [HTML_NAME, JSON_NAME]
+    assert first['changes']['previous']['found'] is False
+    assert 'data-previous="missing"' in first['write'][HTML_NAME]
+    on_disk = dict(first['write'], **{PREVIOUS_NAME: None})
+    # The same fleet later: nothing to write, and the page keeps its time.
+    again = plan_report(copy.deepcopy(fleet), 'T2', on_disk)
+    assert again['write'] == {} and again['data']['generated_at'] == 'T1'
+    # A changed fleet: one host gone, one new, another MIG layout and placement on one, an audit now failing.
+    changed_hosts = [host for host in copy.deepcopy(fleet) if host['name'] != 'lab-quirks-01']
+    changed_hosts[0] = simulated_host(tmp_path, 'reference-a100', 'hk1-a100-01',
+                                      [{'name': 'llm', 'gpus': 1, 'cpus': 8},
+                                       {'name': 'imagegen', 'gpus': {'mig_profile': '1g.10gb', 'count': 1}, 'cpus': 4}],
+                                      mig_layouts=[{'gpus': [3], 'layout': ['1g.10gb'] * 7}], reserved_cpus='0,32',
+                                      failing={'llm': 0.3}, labels={'dc': 'hk1', 'rack': 'hk1-a', 'class': 'a100_pcie_4x'})
+    changed_hosts.append({'name': 'hk3-new-01', 'failure': 'unreachable'})
+    third = plan_report(changed_hosts, 'T3', on_disk)
+    assert sorted(third['write']) == [HTML_NAME, JSON_NAME, PREVIOUS_NAME]
+    assert third['write'][PREVIOUS_NAME] == first['write'][JSON_NAME]
+    changes = third['changes']
+    assert (changes['hosts_added'], changes['hosts_removed']) == (['hk3-new-01'], ['lab-quirks-01'])
+    assert [item['host'] for item in changes['layouts']] == ['hk1-a100-01']
+    layout = changes['layouts'][0]
+    assert 'GPU2 NVIDIA A100 80GB PCIe on node 1, MIG 3g.40gb@0 3g.40gb@4' in layout['removed']
+    assert 'GPU3 NVIDIA A100 80GB PCIe on node 1, MIG ' + ' '.join('1g.10gb@%d' % slot for slot in range(7)) \
+        in layout['added']
+    assert sorted(item['service'] for item in changes['placements'] if item['host'] == 'hk1-a100-01') == ['imagegen', 'llm']
+    assert changes['audits'] == [{'host': 'hk1-a100-01', 'service': 'llm', 'before': 'passed (0.4% remote)',
+                                  'after': 'FAILED (30.0% remote)'}]
+    assert changes['status'] == [{'host': 'hk1-a100-01', 'before': 'ok', 'after': 'audit failed'}]
+    html = third['write'][HTML_NAME]
+    assert 'data-changes="%d"' % report.change_count(changes) in html and 'Compared with the report of T1' in html
+    # A corrupt report on disk: the page says so, and the corrupt file is kept as the previous one.
+    corrupt = plan_report(copy.deepcopy(fleet), 'T4', {JSON_NAME: '{"version": 1, "hosts": [', HTML_NAME: None})
+    assert corrupt['write'][PREVIOUS_NAME] == '{"version": 1, "hosts": ['
+    assert 'is not JSON' in corrupt['changes']['previous']['problem']
+    assert 'is not JSON' in corrupt['write'][HTML_NAME]
+
+
+ACTION_PLAYBOOK = r'''
+- name: The fleet_report action
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Check mode writes nothing
+      gpufleet.core.fleet_report: {dest: "{{ out }}/check", hosts: "{{ fleet }}"}
+      check_mode: true
+      register: checked
+    - name: First report
+      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ fleet }}", generated_at: T1}
+      register: first
+      diff: true
+    - name: The same fleet again
+      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ fleet }}"}
+      register: again
+    - name: One host less
+      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ fleet[1:] }}"}
+      register: third
+    - name: A host without a name
+      gpufleet.core.fleet_report: {dest: "{{ out }}/bad", hosts: [{dc: hk1}]}
+      register: unnamed
+      ignore_errors: true
+    - name: Results
+      ansible.builtin.copy:
+        dest: "{{ out }}/results.json"
+        content: "{{ {'checked': checked, 'first': first, 'again': again, 'third': third, 'unnamed': unnamed} | to_json }}"
+'''
+
+
+def test_the_action_writes_keeps_the_previous_and_changes_nothing_the_second_time(fleet, tmp_path):
+    (tmp_path / 'play.yml').write_text(ACTION_PLAYBOOK)
+    (tmp_path / 'vars.json').write_text(json.dumps({'fleet': fleet[:4], 'out': str(tmp_path)}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'build', 'collections'),
+               ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_INVENTORY_UNPARSED_WARNING='false')
+    ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'localhost,',
+                          '-c', 'local', '-e', '@' + str(tmp_path / 'vars.json'), '-e',
+                          'ansible_python_interpreter=' + sys.executable, str(tmp_path / 'play.yml')],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                         check=False)
+    assert ran.returncode == 0, ran.stdout
+    results = json.loads((tmp_path / 'results.json').read_text())
+    assert results['checked']['changed'] is True and not (tmp_path / 'check').exists()
+    first = results['first']
+    assert first['changed'] is True and first['hosts'] == 4 and first['failed_audits'] == ['hk1-a100-02/imagegen']
+    assert first['previous'] is None and 'there is no previous report' in first['previous_problem']
+    assert first['diff']['before'] == '' and json.loads(first['diff']['after'])['generated_at'] == 'T1'
+    assert (results['again']['changed'], results['again']['written']) == (False, [])
+    third = results['third']
+    assert third['changed'] is True and third['changes'] == 1 and third['previous'].endswith(PREVIOUS_NAME)
+    report_dir = tmp_path / 'report'
+    assert json.loads((report_dir / PREVIOUS_NAME).read_text())['generated_at'] == 'T1'
+    assert len(json.loads((report_dir / JSON_NAME).read_text())['hosts']) == 3
+    assert (report_dir / HTML_NAME).read_text().count('<svg class="topology"') == 3
+    assert results['unnamed']['failed'] is True
+    assert 'gpufleet.core.fleet_report: hosts entry 1 has no name' in results['unnamed']['msg']
+    assert not (tmp_path / 'bad').exists()
