@@ -74,10 +74,15 @@ stage_galaxy() {
 }
 
 stage_molecule() { # every scenario under extensions/molecule, the quick ones first (tests/testbed/molecule-first.txt)
-  local scenario scenarios
+  local scenario scenarios started
+  local -a took=()
   scenarios=$(molecule_scenarios "$repo") || return 1
   for scenario in $scenarios; do
+    started=$(date +%s)
     tests/testbed/molecule.sh "$scenario" || return 1
+    took+=("$scenario $(($(date +%s) - started))s")
+    # Each scenario's time, so that a slow CI run says where its time went.
+    echo "=== molecule: ${took[*]}"
   done
 }
 
