@@ -28,4 +28,9 @@ export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}" PY_COLORS="${PY_COLORS:-0
 
 # molecule finds extensions/molecule/{config.yml,*/molecule.yml} only from the collection root (galaxy.yml in cwd).
 cd "$repo"
+# The test sequence (extensions/molecule/config.yml) starts with create, not with a destroy playbook that finds
+# nothing to remove (a few seconds per scenario): what a stopped run left behind is destroyed here, when there is any.
+if podman ps -a --format '{{.Names}}' | grep -Eq "^gpufleet-$1(-.*)?\$"; then
+  molecule destroy -s "$1" 9>&-
+fi
 molecule test -s "$1" "${@:2}" 9>&-
