@@ -30,7 +30,8 @@ stage_setup() {
 stage_units() {
   link_collection
   PYTHONPATH="$collections" .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit || return 1
-  tests/integration/alert_rules.sh  # the GPU alert pack through promtool check rules and test rules
+  tests/integration/alert_rules.sh || return 1  # the GPU alert pack through promtool check rules and test rules
+  tests/integration/report_chromium.sh  # the fleet report in headless Chromium
 }
 
 stage_units-oldest() {

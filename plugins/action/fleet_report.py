@@ -26,6 +26,7 @@ ARGUMENT_SPEC = {
     'dest': {'type': 'path', 'required': True},
     'hosts': {'type': 'list', 'elements': 'raw', 'required': True},
     'generated_at': {'type': 'str'},
+    'fleet': {'type': 'list', 'elements': 'str'},
     'mode': {'type': 'raw', 'default': '0644'},
 }
 
@@ -90,7 +91,7 @@ class ActionModule(ActionBase):
         generated_at = args['generated_at'] or datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
         found = dict((name, files.read(name)) for name in (HTML_NAME, JSON_NAME, PREVIOUS_NAME))
         try:
-            planned = plan_report(args['hosts'], generated_at, found)
+            planned = plan_report(args['hosts'], generated_at, found, args['fleet'])
         except FleetReportError as exc:
             raise AnsibleActionFail('gpufleet.core.fleet_report: %s' % exc)
         write = planned['write']
@@ -116,6 +117,7 @@ class ActionModule(ActionBase):
             'failed_hosts': [item['host'] for item in summary['failed_hosts']],
             'quarantined_hosts': [item['host'] for item in summary['quarantined_hosts']],
             'failed_audits': ['%s/%s' % (item['host'], item['service']) for item in summary['failed_audits']],
+            'not_in_run': [item['host'] for item in summary['not_in_run']],
         })
         if self._task.diff and JSON_NAME in write:
             result['diff'] = {'before_header': files.path(JSON_NAME), 'after_header': files.path(JSON_NAME),

@@ -60,6 +60,15 @@ options:
   generated_at:
     description: When the report was made, as shown on the page. Default is now, in UTC.
     type: str
+  fleet:
+    description:
+      - Every host the report covers, whatever the run's limit (the inventory's hosts of the fleet).
+      - A host of the previous report that is in this list but not in O(hosts), because a run with C(--limit) left
+        it out, stays on the page as that report found it, marked as not in this run. A host of the previous report
+        that is not in this list is shown as removed.
+      - Default is O(hosts) only.
+    type: list
+    elements: str
   mode:
     description: The permissions of the files written.
     type: raw
@@ -144,4 +153,10 @@ failed_audits:
   type: list
   elements: str
   sample: [hk1-a100-02/imagegen]
+not_in_run:
+  description: Hosts of O(fleet) that are not in O(hosts), kept on the page as the previous report found them.
+  returned: success
+  type: list
+  elements: str
+  sample: [hk2-h100-01]
 '''

@@ -314,9 +314,12 @@ def summary(hosts):
     result = {'hosts': len(hosts), 'by_dc_class': {}, 'by_dc': {}, 'by_class': {}, 'gpus': 0, 'gpus_by_model': {},
               'drivers': {}, 'cuda': {}, 'failed_hosts': [], 'quarantined_hosts': [], 'unknown_hosts': [],
               'failed_audits': [], 'hosts_without_gpus': [], 'services': 0, 'services_passed': 0,
-              'mig_instances': 0, 'mps_shares': 0, 'cross_node_services': 0}
+              'mig_instances': 0, 'mps_shares': 0, 'cross_node_services': 0, 'not_in_run': [],
+              'not_drawn': []}
     for host in hosts:
         dc, klass = host['dc'] or '-', host['class'] or '-'
+        if host.get('as_of') is not None:
+            result['not_in_run'].append({'host': host['name'], 'as_of': host['as_of']})
         _count(result['by_dc'], dc)
         _count(result['by_class'], klass)
         _count(result['by_dc_class'].setdefault(dc, {}), klass)
@@ -851,7 +854,8 @@ def _summary_html(data):
               ['services', found['services']], ['audits passed', '%d of %d' % (found['services_passed'], found['services'])],
               ['MPS shares', found['mps_shares']], ['services across NUMA nodes', found['cross_node_services']],
               ['failed hosts', len(found['failed_hosts'])], ['quarantined hosts', len(found['quarantined_hosts'])],
-              ['hosts without facts', len(found['unknown_hosts'])], ['hosts without GPUs', len(found['hosts_without_gpus'])]]
+              ['hosts without facts', len(found['unknown_hosts'])], ['hosts without GPUs', len(found['hosts_without_gpus'])],
+              ['hosts not in this run', len(found['not_in_run'])]]
     parts = ['<section id="summary"><h2>Fleet summary</h2><div class="tables">',
              '<div><h3>Hosts by data centre and class</h3>%s</div>' % _table(['data centre'] + classes + ['hosts'], dc_rows),
              '<div><h3>GPUs by model</h3>%s</div>' % _table(['model', 'GPUs', 'MIG on', 'MIG instances', 'profiles'], gpu_rows),
@@ -866,6 +870,10 @@ def _summary_html(data):
         _table(['', 'host', 'why'], problems) if problems else '<p class="ok">none</p>'))
     parts.append('<h3 id="failed-audits">Failed audits</h3>%s' % (
         _table(['host', 'service', 'remote', 'reasons'], audits) if audits else '<p class="ok">none</p>'))
+    if found['not_in_run']:
+        parts.append('<h3 id="not-in-run">Not in this run</h3><p class="meta">Shown as an earlier report found them: %s</p>' % _e(
+            ', '.join('%s (%s)' % (item['host'], item['as_of']) for item in found['not_in_run'])))
+    parts.extend('<p class="missing problems">%s</p>' % _e(problem) for problem in found['not_drawn'])
     return ''.join(parts) + '</section>'
 
 
@@ -904,9 +912,15 @@ def _host_html(host):
         labels += '; %s; driver %s, CUDA %s' % (topology['cpu_model'] or 'CPU model unknown', topology['driver'] or '-',
                                                 topology['cuda'] or '-')
     status = host['status'].replace(' ', '-')
-    parts = ['<article class="host" id="host-%s" data-host="%s" data-status="%s">' % (_e(host['name']), _e(host['name']), _e(status)),
+    as_of = host.get('as_of')
+    as_of_attribute = ' data-as-of="%s"' % _e(as_of) if as_of is not None else ''
+    article = '<article class="host" id="host-%s" data-host="%s" data-status="%s"%s>' % (
+        _e(host['name']), _e(host['name']), _e(status), as_of_attribute)
+    parts = [article,
              '<h3>%s <span class="status status-%s">%s</span></h3>' % (_e(host['name']), _e(status), _e(host['status'])),
              '<p class="meta">%s</p>' % _e(labels)]
+    if as_of is not None:
+        parts.append('<p class="missing" data-missing="run">Not in this run: drawn as the report of %s found it.</p>' % _e(as_of))
     if host['failure']:
         parts.append('<p class="problems">%s: %s</p>' % ('Quarantined' if host['status'] == 'quarantined' else 'Failed', _e(host['failure'])))
     parts.extend('<p class="missing" data-missing="%s">Missing: %s</p>' % (_e(item.split(' ')[0]), _e(item)) for item in host['missing'])
@@ -953,18 +967,47 @@ JSON_NAME = 'fleet-report.json'
 PREVIOUS_NAME = 'fleet-report.previous.json'
 
 
-def plan_report(hosts, generated_at, found):
+def _carried(old, current, fleet):
+    """Hosts of the previous report that are in the fleet but not in this run (a run with --limit), as that report
+    has them, marked with when they were found (``as_of``); and, in words, those that report holds too damaged to
+    draw."""
+    present = set(host['name'] for host in current['hosts'])
+    kept, problems = [], []
+    for host in old['hosts']:
+        if host['name'] not in fleet or host['name'] in present:
+            continue
+        host = dict(host, as_of=_text(host.get('as_of') or old.get('generated_at') or 'an unknown time'))
+        try:  # written by this code, but read back from disk: a hand-edited file must not stop the page
+            summary([host])
+            _host_html(host)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            problems.append('%s is not in this run, and the previous report\'s data on it cannot be drawn (%s: %s)' % (
+                host['name'], type(exc).__name__, exc))
+            continue
+        kept.append(host)
+    return kept, problems
+
+
+def plan_report(hosts, generated_at, found, fleet=None):
     """What to write: {'write': {file name: text}, 'data', 'changes'}.
 
     ``found`` holds the texts now in the report directory by file name (None for a missing file). The previous
     report is the JSON there; when the fleet is as it describes, nothing but a stale page is written and the page
     keeps comparing with the report before it, so a second run changes nothing. Otherwise the JSON there becomes
     the previous report, kept as it is, even when it is corrupt (the page says so).
+    ``fleet`` names every host the report covers (the inventory's, whatever the run's limit): a host of the previous
+    report that is in it but not in ``hosts`` stays on the page as that report found it. A host not in it is gone.
     """
     data = build_report(hosts, generated_at)
-    text = report_json(data)
     # Named as it is kept: the JSON there now becomes the previous report when this one is written.
     old, problem = read_previous(found.get(JSON_NAME), PREVIOUS_NAME)
+    if old is not None and fleet:
+        kept, damaged = _carried(old, data, set(fleet))
+        if kept or damaged:
+            data['hosts'] = sorted(data['hosts'] + kept, key=lambda host: host['name'])
+            data['summary'] = summary(data['hosts'])
+            data['summary']['not_drawn'] = damaged
+    text = report_json(data)
     write = {}
     if old is not None and comparable(old) == comparable(json.loads(text)):
         data['generated_at'] = old.get('generated_at', '')

@@ -8,7 +8,8 @@
 The site playbook's tasks leave a trail as facts: preflight's outcome and the rollout plan (``_gpufleet_preflight``,
 ``_gpufleet_rollout``, set on localhost), the stage a host entered (``_gpufleet_stage``), where and why it failed
 (``_gpufleet_failure``), its audit (``_gpufleet_audit``) and, on a monitoring host, its Prometheus report
-(``_gpufleet_monitoring``: where Prometheus is, how many of its targets are up). The callback feeds them here as they
+(``_gpufleet_monitoring``: where Prometheus is, how many of its targets are up), and where the report stage wrote the
+fleet report (``_gpufleet_report``, on localhost). The callback feeds them here as they
 are reported, with the failures Ansible reports itself (unreachable hosts, validate and preflight refusals), and
 prints ``lines()`` when the run ends, including when Ansible stops it early (a batch over its failure limit, a whole
 batch failed).
@@ -42,6 +43,7 @@ class FleetRun:
         self.refused = {}  # host -> (stage, reason) for validate and preflight refusals Ansible reported
         self.unreachable = {}
         self.monitoring = {}  # monitoring host -> its Prometheus report (the monitoring role's)
+        self.report = None  # the report stage's line: where the page is
 
     def facts(self, host, facts):
         """A task's ansible_facts for HOST (delegated facts of localhost included)."""
@@ -60,6 +62,8 @@ class FleetRun:
             self.audit[host] = facts['_gpufleet_audit']
         if isinstance(facts.get('_gpufleet_monitoring'), dict):
             self.monitoring[host] = facts['_gpufleet_monitoring']
+        if isinstance(facts.get('_gpufleet_report'), dict):
+            self.report = _short(facts['_gpufleet_report'].get('line'), 1000)
 
     def quarantine(self, host):
         self.quarantined.add(host)
@@ -130,4 +134,9 @@ class FleetRun:
                                                           if counts.get(key)))
         prometheus = ['%s: %s' % (host, _short(self.monitoring[host].get('line'))) for host in found
                       if host in self.monitoring]
-        return [line for _result, line in found.values()] + prometheus + [total]
+        report = [self.report] if self.report else []
+        if not report and self.rollout_hosts is not None:
+            # Ansible runs no later play once a batch went over its failure limit.
+            report = ['Fleet report: not written (the run stopped before its report stage); '
+                      'ansible-playbook gpufleet.core.report writes it']
+        return [line for _result, line in found.values()] + prometheus + report + [total]

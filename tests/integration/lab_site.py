@@ -16,6 +16,9 @@ Steps, in order (each one starts from where the previous one left the lab):
                converges it
   monitoring   the monitoring host's Prometheus (hk2-cpu-01) scrapes every host's exporters through the targets the
                site generated from the inventory: every target up with its labels, every alert of the pack loaded
+  report       a service's binding broken by hand, then the report playbook alone: the page shows that audit failed and
+               the change since make site's report, draws each host's GPUs, MIG instances and services as the host has
+               them, and passes the Chromium checks (tests/integration/report_chromium.py)
   faults       faults injected on single hosts, handled by the watchdog as docs/gpu_watchdog.md's table says: one
                service over its GPU memory budget is restarted alone, until the rate limit holds it; a GPU falls off
                the bus (Xid 79): quarantined once, never in a loop, and the pack's alert fires in Prometheus, where
@@ -27,9 +30,11 @@ from __future__ import print_function
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 import urllib.request
@@ -54,6 +59,11 @@ PACK = os.path.join(REPO, 'roles', 'monitoring', 'templates', 'gpu_alerts.rules.
 SIMCTL = 'python3 /opt/gpufleet-nvml-sim/simctl.py'
 SIM_HOST = '/etc/gpufleet-nvml-sim/host.json'
 SIM_STATE = '/var/lib/gpufleet-nvml-sim/state.json'
+# Where make site writes the fleet report: beside the example fleet's ansible.cfg (lab.sh down removes it).
+REPORTS = os.path.join(EXAMPLE, 'reports')
+REPORT_HTML = os.path.join(REPORTS, 'fleet-report.html')
+REPORT_JSON = os.path.join(REPORTS, 'fleet-report.json')
+PLAN_FILE = '/etc/gpufleet/placement.json'
 
 
 class Failed(Exception):
@@ -122,6 +132,16 @@ def site(extra=None, limit=None, tags=None, env=None, watch=None):
 def line_of(summary, host):
     found = [line for line in summary if line.startswith(host + ': ')]
     return found[0] if found else ''
+
+
+def report_line(summary):
+    found = [line for line in summary if line.startswith('Fleet report: ')]
+    return found[0] if found else ''
+
+
+def read_report():
+    with open(REPORT_JSON) as handle:
+        return json.load(handle)
 
 
 def prometheus(path):
@@ -193,6 +213,12 @@ def step_quarantine():
             check(line_of(summary, host).startswith(host + ': converged; audit passed'), '%s did not converge' % host,
                   output)
     untouched(BAD_HOST)
+    # The report stage ran last: the page is where make site says, with the quarantined host drawn as such.
+    check(report_line(summary).startswith('Fleet report: %s (5 host(s); ' % REPORT_HTML) and summary[-2] == report_line(summary),
+          'the summary does not end with where the report is', output)
+    statuses = dict((host['name'], host['status']) for host in read_report()['hosts'])
+    check(statuses == dict((host, 'quarantined' if host == BAD_HOST else 'ok') for host in HOSTS),
+          'the report\'s hosts: %s' % statuses)
     host_vars(BAD_HOST, None)
 
 
@@ -216,6 +242,11 @@ def step_again():
                                             len(GPU_HOSTS), len(HOSTS), len(HOSTS)))
     check([line for line in summary if line.startswith(MONITORING_HOST + ': Prometheus at ')] == [expected],
           'the summary does not give Prometheus\'s address with every target up', output)
+    # Then where the report is: every host now ok, the quarantined one's change named.
+    check(re.match(r'Fleet report: %s \(5 host\(s\); [1-9]\d* change\(s\) since the previous report; failed audits: '
+                   r'none\)\Z' % re.escape(REPORT_HTML), report_line(summary)), 'the report line: %r' % report_line(summary),
+          output)
+    check(set(host['status'] for host in read_report()['hosts']) == {'ok'}, 'a host of the report is not ok')
 
 
 class Probe(threading.Thread):
@@ -283,11 +314,21 @@ def step_lost():
           'the summary does not name the lost host and its stage', output)
     for host in ('hk2-h200-01', 'hk2-cpu-01'):
         check(line_of(summary, host).startswith(host + ': converged'), '%s did not go on' % host, output)
+    # Within its failure limit the run went on to the report stage: the lost host is failed there, in its stage.
+    lost_model = [host for host in read_report()['hosts'] if host['name'] == lost]
+    check(report_line(summary) and lost_model and lost_model[0]['status'] == 'failed'
+          and 'partition stage' in lost_model[0]['failure'],
+          'the report does not show the lost host as failed in the partition stage: %s' % lost_model, output)
     # Back (a reboot: its simulated GPUs lost their instances), then a run limited to it, with no fact cache.
     subprocess.run([os.path.join(REPO, 'tests', 'lab', 'lab.sh'), 'up'], check=True, stdout=subprocess.PIPE)
     rc, output, recap, summary = site(ONE_BATCH, limit=lost, env={'ANSIBLE_CACHE_PLUGIN': 'memory'})
     check(rc == 0, 'the host that came back did not converge', output)
-    check(summary == [line_of(summary, lost), '1 host(s): 1 converged'], 'the limited run touched other hosts', output)
+    others = ', '.join(sorted(host for host in HOSTS if host != lost))
+    check(summary == [line_of(summary, lost), report_line(summary), '1 host(s): 1 converged'],
+          'the limited run touched other hosts', output)
+    # The fleet's other hosts stay on the page as the last report found them.
+    check(report_line(summary).startswith('Fleet report: %s (5 host(s); not in this run: %s; ' % (REPORT_HTML, others)),
+          'the limited run\'s report does not keep the other hosts: %r' % report_line(summary), output)
     check(recap.get(lost, {}).get('changed', 0) > 0, 'the host that came back had nothing to redo', output)
 
 
@@ -421,7 +462,107 @@ def step_faults():
         lost_host, ', '.join(sorted(set(a['labels']['alertname'] for a in firing)))))
 
 
-STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'faults']
+def expand_cpus(text):
+    """The CPUs of a kernel CPU list ('0-3,8')."""
+    cpus = []
+    for part in text.split(','):
+        first, _dash, last = part.partition('-')
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def cpus_allowed(host, pid):
+    return on_host(host, "awk '/^Cpus_allowed_list/ {print $2}' /proc/%d/status" % pid).strip()
+
+
+def set_affinity(host, pid, cpus):
+    """Every thread of PID onto CPUS, as its own user (a lab host's root has no CAP_SYS_NICE to move another user's
+    process; a process may move its own user's)."""
+    on_host(host, "uid=$(awk '/^Uid:/ {print $2}' /proc/%d/status); setpriv --reuid=$uid --regid=$uid --clear-groups "
+                  "taskset -a -p -c %s %d >/dev/null" % (pid, cpus, pid))
+
+
+def step_report():
+    """The report playbook on its own, after a service's binding was broken by hand: the page shows that audit failed,
+    says what changed since make site's report, and draws every host as its facts, plan and GPUs are."""
+    host, unit, service = 'hk1-a100-01', SERVICES[0], 'llm'
+    pid = main_pid(host, unit)
+    planned = cpus_allowed(host, pid)
+    online = expand_cpus(on_host(host, 'cat /sys/devices/system/cpu/online').strip())
+    check(len(online) > 1, 'the lab has one CPU: no other CPU to move %s to' % unit)
+    # Somewhere the plan does not say: the first CPU alone, or the last one if the plan is the first CPU alone.
+    wrong = str(online[-1] if expand_cpus(planned) == online[:1] else online[0])
+    set_affinity(host, pid, wrong)
+    try:
+        command = [os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', INVENTORY, 'gpufleet.core.report']
+        collections = os.pathsep.join([os.path.join(REPO, 'build', 'collections'), sysconfig.get_paths()['purelib']])
+        environment = dict(os.environ, ANSIBLE_CONFIG=os.path.join(EXAMPLE, 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
+                           ANSIBLE_FORCE_COLOR='0', ANSIBLE_COLLECTIONS_PATH=collections)
+        started = time.time()
+        ran = subprocess.run(command, cwd=EXAMPLE, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True, check=False)
+        print('lab_site: ansible-playbook gpufleet.core.report: rc %d in %.0f s' % (ran.returncode, time.time() - started))
+    finally:
+        set_affinity(host, pid, planned)
+    check(ran.returncode == 0, 'the report playbook failed', ran.stdout)
+    check(re.search(r'Fleet report: %s \(5 host\(s\); [1-9]\d* change\(s\) since the previous report; failed audits: '
+                    r'%s/%s\)' % (re.escape(REPORT_HTML), host, service), ran.stdout),
+          'the report playbook does not say where the page is and what failed', ran.stdout)
+    data = read_report()
+    models = dict((model['name'], model) for model in data['hosts'])
+    check(sorted(models) == sorted(HOSTS), 'the report\'s hosts: %s' % sorted(models))
+    failed = [item for item in models[host]['services'] if item['audit']['state'] == 'fail']
+    check(models[host]['status'] == 'audit failed' and [item['name'] for item in failed] == [service]
+          and any('CPUs %s allowed' % wrong in reason for reason in failed[0]['audit']['reasons']),
+          '%s: the report does not show %s\'s audit failed on CPU %s: %s' % (host, service, wrong, models[host]))
+    check(all(model['status'] == 'ok' for name, model in models.items() if name != host),
+          'another host is not ok: %s' % dict((name, model['status']) for name, model in models.items()))
+    with open(os.path.join(REPORTS, 'fleet-report.previous.json')) as handle:
+        previous = json.load(handle)
+    check([item['name'] for item in previous['hosts']] == sorted(HOSTS), 'the previous report was not kept')
+    # Each host drawn as it is: its GPUs and MIG instances as the simulated driver has them, its services as placed.
+    for name in HOSTS:
+        model = models[name]
+        state = json.loads(on_host(name, 'cat %s 2>/dev/null || echo {}' % SIM_STATE))
+        described = json.loads(on_host(name, 'cat %s 2>/dev/null || echo {}' % SIM_HOST))
+        gpus = len(described.get('gpus', []))
+        instances = sum(len(gpu.get('gpu_instances') or []) for gpu in state.get('gpus', {}).values()
+                        if gpu.get('mig_current'))
+        plan = json.loads(on_host(name, 'cat %s 2>/dev/null || echo {}' % PLAN_FILE)).get('services', [])
+        found = (len(model['topology']['gpus']) if model['topology'] else 0,
+                 sum(len(gpu['instances']) for gpu in model['topology']['gpus'] if gpu['mig']) if model['topology'] else 0,
+                 sorted(item['name'] for item in model['services']))
+        want = (gpus, instances, sorted(item['name'] for item in plan))
+        check(found == want, '%s: the report has (GPUs, MIG instances, services) %s, the host %s' % (name, found, want))
+    # In a browser: one drawing per host with those numbers, the failed audit drawn as failed, nothing fetched.
+    sys.path.insert(0, os.path.join(REPO, 'build', 'collections'))  # as report_chromium.sh runs it
+    import report_chromium  # tests/integration, beside this file; it needs the collection on the path
+    work = tempfile.mkdtemp(prefix='lab-report-')
+    try:
+        root, problems = report_chromium.browse(REPORT_HTML, os.path.join(REPORTS, 'fleet-report.png'), work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    check(not problems, 'the page in Chromium: %s' % '; '.join(problems))
+    drawings = report_chromium.dom.drawings(root)
+    check(sorted(drawings) == sorted(HOSTS), 'drawings: %s' % sorted(drawings))
+    for name, svg in drawings.items():
+        counted = report_chromium.dom.counts(svg)
+        topology = models[name]['topology'] or {'gpus': [], 'nodes': []}
+        want = {'gpus': len(topology['gpus']), 'services': len(models[name]['services']),
+                'mig-instances': sum(len(gpu['instances']) for gpu in topology['gpus'] if gpu['mig'])}
+        check(dict((key, counted[key]) for key in want) == want, '%s: drawn %s, the report %s' % (name, counted, want))
+    drawn = [g.attrs.get('data-audit') for g in drawings[host].find_all('g', 'service') if g.attrs.get('data-service') == service]
+    article = [a for a in root.find_all('article', 'host') if a.attrs.get('data-host') == host]
+    check(drawn == ['fail'] and article[0].attrs.get('data-status') == 'audit-failed',
+          '%s\'s failed audit is not drawn as failed: %s' % (service, drawn))
+    changes = [section for section in root.find_all('section') if section.attrs.get('id') == 'changes'][0]
+    rows = [[cell.all_text() for cell in row.children] for row in changes.find_all('tr')]
+    check([row for row in rows if row[:2] == [host, service] and row[2].startswith('passed')
+           and row[3].startswith('FAILED')], 'the page does not list the audit that changed: %s' % rows)
+    print('lab_site: report: %s drawn in Chromium; %s/%s shown as failed' % (', '.join(sorted(drawings)), host, service))
+
+
+STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'report', 'faults']
 
 
 def main(argv):

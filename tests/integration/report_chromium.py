@@ -84,19 +84,11 @@ def expected(host):
             'mps-shares': len([entry for entry in plan if entry['mps']]), 'services': len(plan)}
 
 
-def main(out):
+def browse(page, shot, work):
+    """PAGE in Chromium: a screenshot at WIDTH px into SHOT, the DOM Chromium builds (parsed), and what is wrong: a
+    screenshot without content, an element outside its drawing or box, anything the page fetches or requests."""
     problems = []
-    os.makedirs(out, exist_ok=True)
-    work = tempfile.mkdtemp(prefix='report-chromium-')
-    hosts = lab_fleet(os.path.join(work, 'hosts'), FAILING)
-    written = plan_report(hosts, 'lab fleet, simulated', {})['write']
-    for name in (HTML_NAME, JSON_NAME):
-        with open(os.path.join(out, name), 'w') as handle:
-            handle.write(written[name])
-    page = os.path.join(out, HTML_NAME)
     url = 'file://' + page
-
-    shot = os.path.join(out, 'fleet-report.png')
     if os.path.exists(shot):
         os.unlink(shot)
     chromium(os.path.join(work, 'profile-shot'), '--window-size=%d,%d' % (WIDTH, HEIGHT), '--screenshot=' + shot, url)
@@ -104,12 +96,42 @@ def main(out):
     if size is None or size[0] != WIDTH or os.path.getsize(shot) < 20000:
         problems.append('the screenshot %s is not a %d px wide PNG with content (size %r, %s bytes)' % (
             shot, WIDTH, size, os.path.getsize(shot) if os.path.exists(shot) else 'no'))
-
     net_log = os.path.join(work, 'net-log.json')
     text = chromium(os.path.join(work, 'profile-dom'), '--log-net-log=' + net_log, '--dump-dom', url)
-    with open(os.path.join(out, 'fleet-report.dom.html'), 'w') as handle:
+    with open(os.path.splitext(page)[0] + '.dom.html', 'w') as handle:
         handle.write(text)
     root = dom.parse(text)
+    for name, svg in sorted(dom.drawings(root).items()):
+        problems.extend('%s: %s' % (name, problem) for problem in dom.geometry_problems(svg))
+    with open(page) as handle:
+        problems.extend('the page fetches: %s' % item for item in dom.fetches(handle.read()))
+    problems.extend('the page fetches: %s' % item for item in dom.fetching_elements(root))
+    problems.extend('the page requested %s' % item for item in page_requests(net_log))
+    return root, problems
+
+
+def control_problems(work):
+    """A page with one image, whose request the net-log check must see, or it cannot be trusted."""
+    control = os.path.join(work, 'control.html')
+    with open(control, 'w') as handle:
+        handle.write('<!DOCTYPE html><p>control</p><img src="http://report-control.invalid/x.png">')
+    control_log = os.path.join(work, 'control-net-log.json')
+    chromium(os.path.join(work, 'profile-control'), '--log-net-log=' + control_log, '--dump-dom', 'file://' + control)
+    if 'http://report-control.invalid/x.png' not in page_requests(control_log):
+        return ['the net-log check did not see the control page\'s request: it cannot be trusted']
+    return []
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix='report-chromium-')
+    hosts = lab_fleet(os.path.join(work, 'hosts'), FAILING)
+    written = plan_report(hosts, 'lab fleet, simulated', {})['write']
+    for name in (HTML_NAME, JSON_NAME):
+        with open(os.path.join(out, name), 'w') as handle:
+            handle.write(written[name])
+    shot = os.path.join(out, 'fleet-report.png')
+    root, problems = browse(os.path.join(out, HTML_NAME), shot, work)
     drawings = dom.drawings(root)
     if sorted(drawings) != sorted(host['name'] for host in hosts):
         problems.append('drawings %s, hosts %s' % (sorted(drawings), sorted(host['name'] for host in hosts)))
@@ -121,24 +143,12 @@ def main(out):
         want = expected(host)
         if dict((key, found[key]) for key in want) != want:
             problems.append('%s: the DOM has %r, its facts and plan %r' % (host['name'], found, want))
-        problems.extend('%s: %s' % (host['name'], problem) for problem in dom.geometry_problems(svg))
     failed = [g.attrs.get('data-audit') for g in drawings['hk1-a100-02'].find_all('g', 'service')
               if g.attrs.get('data-service') == 'imagegen'] if 'hk1-a100-02' in drawings else []
     article = [a for a in root.find_all('article', 'host') if a.attrs.get('data-host') == 'hk1-a100-02']
     if failed != ['fail'] or not article or article[0].attrs.get('data-status') != 'audit-failed':
         problems.append('hk1-a100-02\'s failed imagegen audit does not show as failed (%r)' % failed)
-    problems.extend('the page fetches: %s' % item for item in dom.fetches(written[HTML_NAME]))
-    problems.extend('the page fetches: %s' % item for item in dom.fetching_elements(root))
-    problems.extend('the page requested %s' % item for item in page_requests(net_log))
-
-    # The control: a page with one image, whose request the net-log check must see.
-    control = os.path.join(work, 'control.html')
-    with open(control, 'w') as handle:
-        handle.write('<!DOCTYPE html><p>control</p><img src="http://report-control.invalid/x.png">')
-    control_log = os.path.join(work, 'control-net-log.json')
-    chromium(os.path.join(work, 'profile-control'), '--log-net-log=' + control_log, '--dump-dom', 'file://' + control)
-    if 'http://report-control.invalid/x.png' not in page_requests(control_log):
-        problems.append('the net-log check did not see the control page\'s request: it cannot be trusted')
+    problems.extend(control_problems(work))
 
     for problem in problems:
         print('report_chromium: FAIL: %s' % problem, file=sys.stderr)

@@ -4,7 +4,8 @@
 # Usage: [GPUFLEET_LAB_HOSTS=FILE] tests/lab/lab.sh up|down|status
 #   up      create what is missing (or out of date), wait until every host answers ssh, write
 #           build/lab/inventory/ and print its path; quick and changes nothing when all is up
-#   down    remove the lab's containers, its podman network and build/lab/
+#   down    remove the lab's containers, its podman network, build/lab/ and the reports make site wrote of it
+#           (examples/hk-fleet/reports/)
 #   status  each host: its container's state, address and whether ssh answers
 # GPUFLEET_LAB_HOSTS: a file with another fleet, in the columns of the table below (bench/fleet.py sizes the lab
 # with it); up makes the lab that fleet, removing hosts that are not in it.
@@ -324,8 +325,8 @@ down() {
     say "removed podman network $network"
   fi
   unlock
-  rm -rf "$lab"
-  say "removed $lab"
+  rm -rf "$lab" "$repo/examples/hk-fleet/reports"
+  say "removed $lab and the lab's fleet reports"
 }
 
 status() {

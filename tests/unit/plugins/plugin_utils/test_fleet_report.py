@@ -274,6 +274,51 @@ def test_the_files_first_run_same_fleet_changed_fleet_and_corrupt_previous(fleet
     assert 'is not JSON' in corrupt['write'][HTML_NAME]
 
 
+def test_a_limited_run_keeps_the_fleets_other_hosts_as_the_previous_report_found_them(fleet):
+    names = [host['name'] for host in fleet]
+    first = plan_report(copy.deepcopy(fleet), 'T1', {}, fleet=names)
+    on_disk = dict(first['write'], **{PREVIOUS_NAME: None})
+    # A run limited to one host, the others still in the inventory; one host no longer is.
+    limited = [host for host in copy.deepcopy(fleet) if host['name'] == 'hk1-a100-01']
+    second = plan_report(limited, 'T2', on_disk, fleet=[name for name in names if name != 'lab-quirks-01'])
+    data = second['data']
+    kept = sorted(name for name in names if name not in ('hk1-a100-01', 'lab-quirks-01'))
+    assert [host['name'] for host in data['hosts']] == sorted(['hk1-a100-01'] + kept)
+    assert [item['host'] for item in data['summary']['not_in_run']] == kept
+    assert set(host.get('as_of') for host in data['hosts'] if host['name'] in kept) == {'T1'}
+    assert 'as_of' not in [host for host in data['hosts'] if host['name'] == 'hk1-a100-01'][0]
+    # Kept as found: hk1-a100-02's failed audit is still on the page, and only the host gone from the fleet changed.
+    assert [item['host'] for item in data['summary']['failed_audits']] == ['hk1-a100-02']
+    assert (second['changes']['hosts_removed'], report.change_count(second['changes'])) == (['lab-quirks-01'], 1)
+    root = dom.parse(second['write'][HTML_NAME])
+    articles = dict((article.attrs['data-host'], article) for article in root.find_all('article', 'host'))
+    assert sorted(articles) == sorted(['hk1-a100-01'] + kept)
+    assert sorted(name for name, article in articles.items() if article.attrs.get('data-as-of') == 'T1') == kept
+    assert sorted(dom.drawings(root)) == sorted(articles)
+    # The same limited run again writes nothing; a host kept twice keeps the time it was found.
+    on_disk = {HTML_NAME: second['write'][HTML_NAME], JSON_NAME: second['write'][JSON_NAME],
+               PREVIOUS_NAME: second['write'][PREVIOUS_NAME]}
+    again = plan_report(copy.deepcopy(limited), 'T3', on_disk, fleet=names)
+    assert again['write'] == {}
+    other = [host for host in copy.deepcopy(fleet) if host['name'] == 'hk2-h100-01']
+    third = plan_report(other, 'T4', on_disk, fleet=names)
+    found = dict((host['name'], host.get('as_of')) for host in third['data']['hosts'])
+    assert (found['hk1-a100-01'], found['hk1-a100-02'], found['hk2-h100-01']) == ('T2', 'T1', None)
+
+
+def test_a_host_the_previous_report_cannot_draw_is_named_not_drawn(fleet):
+    names = [host['name'] for host in fleet]
+    first = plan_report(copy.deepcopy(fleet), 'T1', {}, fleet=names)
+    old = json.loads(first['write'][JSON_NAME])
+    broken = [host for host in old['hosts'] if host['name'] == 'hk2-h100-01'][0]
+    broken['topology']['gpus'] = 'edited by hand'
+    limited = [host for host in copy.deepcopy(fleet) if host['name'] == 'hk1-a100-01']
+    second = plan_report(limited, 'T2', {JSON_NAME: json.dumps(old)}, fleet=names)
+    assert 'hk2-h100-01' not in [host['name'] for host in second['data']['hosts']]
+    assert [problem.split(' ')[0] for problem in second['data']['summary']['not_drawn']] == ['hk2-h100-01']
+    assert 'cannot be drawn' in second['write'][HTML_NAME]
+
+
 ACTION_PLAYBOOK = r'''
 - name: The fleet_report action
   hosts: localhost
@@ -293,6 +338,14 @@ ACTION_PLAYBOOK = r'''
     - name: One host less
       gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ fleet[1:] }}"}
       register: third
+    - name: The whole fleet, in another directory
+      gpufleet.core.fleet_report: {dest: "{{ out }}/limited", hosts: "{{ fleet }}", fleet: "{{ fleet | map(attribute='name') }}"}
+    - name: A run limited to one host of the fleet
+      gpufleet.core.fleet_report:
+        dest: "{{ out }}/limited"
+        hosts: "{{ fleet[1:2] }}"
+        fleet: "{{ fleet | map(attribute='name') | list }}"
+      register: limited
     - name: A host without a name
       gpufleet.core.fleet_report: {dest: "{{ out }}/bad", hosts: [{dc: hk1}]}
       register: unnamed
@@ -300,7 +353,8 @@ ACTION_PLAYBOOK = r'''
     - name: Results
       ansible.builtin.copy:
         dest: "{{ out }}/results.json"
-        content: "{{ {'checked': checked, 'first': first, 'again': again, 'third': third, 'unnamed': unnamed} | to_json }}"
+        content: "{{ {'checked': checked, 'first': first, 'again': again, 'third': third, 'limited': limited,
+                      'unnamed': unnamed} | to_json }}"
 '''
 
 
@@ -328,6 +382,11 @@ def test_the_action_writes_keeps_the_previous_and_changes_nothing_the_second_tim
     assert json.loads((report_dir / PREVIOUS_NAME).read_text())['generated_at'] == 'T1'
     assert len(json.loads((report_dir / JSON_NAME).read_text())['hosts']) == 3
     assert (report_dir / HTML_NAME).read_text().count('<svg class="topology"') == 3
+    # Limited to fleet[1]: the three other hosts stay on the page.
+    limited = results['limited']
+    assert limited['changed'] is True and limited['changes'] == 0
+    assert limited['hosts'] == 4 and limited['not_in_run'] == sorted(host['name'] for host in fleet[:4] if host is not fleet[1])
+    assert (tmp_path / 'limited' / HTML_NAME).read_text().count('<svg class="topology"') == 4
     assert results['unnamed']['failed'] is True
     assert 'gpufleet.core.fleet_report: hosts entry 1 has no name' in results['unnamed']['msg']
     assert not (tmp_path / 'bad').exists()

@@ -49,7 +49,10 @@ def test_each_host_of_the_run_is_named_with_what_became_of_it():
     assert lines[4] == 'a5: not changed (the rollout stopped before its batch)'
     assert lines[5] == 'a6: QUARANTINED by preflight, not changed: layout does not fit'
     assert lines[6] == 'a7: FAILED preflight, not changed: unreachable'
-    assert lines[7] == '7 host(s): 1 converged, 4 failed, 1 quarantined, 1 not changed'
+    # Ansible runs no later play once a batch went over its failure limit: the summary says how to get the report.
+    assert lines[7] == ('Fleet report: not written (the run stopped before its report stage); '
+                        'ansible-playbook gpufleet.core.report writes it')
+    assert lines[8] == '7 host(s): 1 converged, 4 failed, 1 quarantined, 1 not changed'
 
 
 def test_a_run_stopped_in_validate_names_the_refused_hosts_and_changes_nothing():
@@ -87,8 +90,16 @@ def test_the_monitoring_hosts_prometheus_report_comes_before_the_total():
         run.facts(host, {'_gpufleet_stage': 'done'})
     line = 'Prometheus at http://10.0.0.5:9090/: 2 of 3 targets up (gpufleet_dcgm_exporter 1/2, prometheus 1/1)'
     run.facts('mon', {'_gpufleet_monitoring': {'line': line, 'up': 2, 'targets': 3}})
+    report = 'Fleet report: /srv/reports/fleet-report.html (2 host(s); 0 change(s) since the previous report)'
+    run.facts('localhost', {'_gpufleet_report': {'line': report, 'html': '/srv/reports/fleet-report.html'}})
     assert run.lines() == ['g1: converged (no services to audit)', 'mon: converged (no services to audit)',
-                           'mon: ' + line, '2 host(s): 2 converged']
+                           'mon: ' + line, report, '2 host(s): 2 converged']
+
+
+def test_a_run_stopped_before_the_rollout_has_no_report_line():
+    run = FleetRun()
+    run.facts('localhost', {'_gpufleet_preflight': {'run_hosts': ['e1'], 'failures': {'e1': 'no fit'}}})
+    assert run.lines() == ['e1: FAILED preflight, not changed: no fit', '1 host(s): 1 failed']
 
 
 def test_no_prometheus_line_without_a_report():
