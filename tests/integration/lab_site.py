@@ -404,6 +404,13 @@ def step_faults():
     before = dict((host, unit_pids(host)) for host in HOSTS)
     for host in GPU_HOSTS:
         check(acted(host) == [], '%s: the watchdog acted before any fault: %s' % (host, acted(host)))
+        # The timer runs at boot, and each check is the helper bundle's watchdog, once.
+        shown = on_host(host, 'systemctl show --property=ActiveState,UnitFileState gpufleet-watchdog.timer; '
+                              'systemctl show --property=Type,ExecStart gpufleet-watchdog.service')
+        units = dict(line.split('=', 1) for line in shown.splitlines() if '=' in line)
+        check((units.get('ActiveState'), units.get('UnitFileState'), units.get('Type')) == ('active', 'enabled', 'oneshot')
+              and '/usr/local/lib/gpufleet/gpufleet-helpers.pyz watchdog /etc/gpufleet/watchdog.json'
+              in units.get('ExecStart', ''), '%s: the watchdog\'s timer and check are not as installed: %s' % (host, shown))
 
     # Over budget: llm restarted, alone, each time, until the rate limit (3 in the window) holds it.
     pids = []

@@ -31,6 +31,8 @@ lap boot
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 export ANSIBLE_COLLECTIONS_PATH="$repo/build/collections:$site" ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false
 export ANSIBLE_HOST_KEY_CHECKING=false ANSIBLE_PIPELINING=true ANSIBLE_RETRY_FILES_ENABLED=false
+# Each task's time, and the slowest ones at the end: under software emulation they are what the stage's time is.
+export ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks
 "$venv/bin/ansible-playbook" -i "$repo/tests/integration/numa_vm/inventory.yml" \
   -e "ansible_port=$(cat "$run/port")" -e "ansible_ssh_private_key_file=$(dirname "$guest")/id_ed25519" \
   "$repo/tests/integration/numa_vm.yml" || { lap playbook; exit 1; }

@@ -8,8 +8,12 @@ install_missing() {
     dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Test stages run side by side (tests/run.sh): one apt at a time, the others wait their turn.
+    (
+      flock -w 1800 8 || { echo "install_missing: apt was busy for 30 minutes" >&2; exit 1; }
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    ) 8>"${TMPDIR:-/tmp}/gpufleet-apt.lock"
   fi
 }
 
