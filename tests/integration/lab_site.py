@@ -214,7 +214,8 @@ def step_quarantine():
                   output)
     untouched(BAD_HOST)
     # The report stage ran last: the page is where make site says, with the quarantined host drawn as such.
-    check(report_line(summary).startswith('Fleet report: %s (5 host(s); ' % REPORT_HTML) and summary[-2] == report_line(summary),
+    check(report_line(summary).startswith('Fleet report: %s (written; 5 host(s); ' % REPORT_HTML)
+          and summary[-2] == report_line(summary),
           'the summary does not end with where the report is', output)
     statuses = dict((host['name'], host['status']) for host in read_report()['hosts'])
     check(statuses == dict((host, 'quarantined' if host == BAD_HOST else 'ok') for host in HOSTS),
@@ -243,7 +244,7 @@ def step_again():
     check([line for line in summary if line.startswith(MONITORING_HOST + ': Prometheus at ')] == [expected],
           'the summary does not give Prometheus\'s address with every target up', output)
     # Then where the report is: every host now ok, the quarantined one's change named.
-    check(re.match(r'Fleet report: %s \(5 host\(s\); [1-9]\d* change\(s\) since the previous report; failed audits: '
+    check(re.match(r'Fleet report: %s \(written; 5 host\(s\); [1-9]\d* change\(s\) since the previous report; failed audits: '
                    r'none\)\Z' % re.escape(REPORT_HTML), report_line(summary)), 'the report line: %r' % report_line(summary),
           output)
     check(set(host['status'] for host in read_report()['hosts']) == {'ok'}, 'a host of the report is not ok')
@@ -327,7 +328,7 @@ def step_lost():
     check(summary == [line_of(summary, lost), report_line(summary), '1 host(s): 1 converged'],
           'the limited run touched other hosts', output)
     # The fleet's other hosts stay on the page as the last report found them.
-    check(report_line(summary).startswith('Fleet report: %s (5 host(s); not in this run: %s; ' % (REPORT_HTML, others)),
+    check(report_line(summary).startswith('Fleet report: %s (written; 5 host(s); not in this run: %s; ' % (REPORT_HTML, others)),
           'the limited run\'s report does not keep the other hosts: %r' % report_line(summary), output)
     check(recap.get(lost, {}).get('changed', 0) > 0, 'the host that came back had nothing to redo', output)
 
@@ -512,7 +513,7 @@ def step_report():
     finally:
         set_affinity(host, pid, planned)
     check(ran.returncode == 0, 'the report playbook failed', ran.stdout)
-    check(re.search(r'Fleet report: %s \(5 host\(s\); [1-9]\d* change\(s\) since the previous report; failed audits: '
+    check(re.search(r'Fleet report: %s \(written; 5 host\(s\); [1-9]\d* change\(s\) since the previous report; failed audits: '
                     r'%s/%s\)' % (re.escape(REPORT_HTML), host, service), ran.stdout),
           'the report playbook does not say where the page is and what failed', ran.stdout)
     data = read_report()

@@ -46,7 +46,7 @@ def test_the_report_stage_writes_the_page_and_a_limited_run_keeps_the_other_host
     ran = run(tmp_path, inventory, reports)
     assert ran.returncode == 0, ran.stdout[-6000:]
     page = str(reports / 'fleet-report.html')
-    assert re.search(r'Fleet report: %s \(3 host\(s\); 0 change\(s\) since the previous report: there is no previous '
+    assert re.search(r'Fleet report: %s \(written; 3 host\(s\); 0 change\(s\) since the previous report: there is no previous '
                      r'report' % re.escape(page), ran.stdout), ran.stdout[-3000:]
     data = json.loads((reports / 'fleet-report.json').read_text())
     assert sorted(host['name'] for host in data['hosts']) == sorted(HOSTS)
@@ -57,8 +57,14 @@ def test_the_report_stage_writes_the_page_and_a_limited_run_keeps_the_other_host
 
     limited = run(tmp_path, inventory, reports, limit='hk1-a100-01')
     assert limited.returncode == 0, limited.stdout[-6000:]
-    assert re.search(r'Fleet report: %s \(3 host\(s\); not in this run: hk1-a100-02, hk2-cpu-01; 0 change\(s\)'
+    assert re.search(r'Fleet report: %s \(written; 3 host\(s\); not in this run: hk1-a100-02, hk2-cpu-01; 0 change\(s\)'
                      % re.escape(page), limited.stdout), limited.stdout[-3000:]
     data = json.loads((reports / 'fleet-report.json').read_text())
     assert sorted(host['name'] for host in data['hosts']) == sorted(HOSTS)
     assert [item['host'] for item in data['summary']['not_in_run']] == ['hk1-a100-02', 'hk2-cpu-01']
+    # The same run again finds the report as it is, writes nothing, and counts no change for the host it ran for.
+    again = run(tmp_path, inventory, reports, limit='hk1-a100-01')
+    assert again.returncode == 0, again.stdout[-6000:]
+    assert 'Fleet report: %s (unchanged; 3 host(s); not in this run: ' % page in again.stdout, again.stdout[-3000:]
+    assert re.search(r'TASK \[Write the report[^\n]*\n(?:[^\n]*\n)?ok: \[hk1-a100-01 -> localhost\]', again.stdout), \
+        again.stdout[-3000:]
