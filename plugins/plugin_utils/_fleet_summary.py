@@ -136,7 +136,7 @@ class FleetRun:
                       if host in self.monitoring]
         report = [self.report] if self.report else []
         if not report and self.rollout_hosts is not None:
-            # Ansible runs no later play once a batch went over its failure limit.
-            report = ['Fleet report: not written (the run stopped before its report stage); '
+            # Ansible runs no later play once a batch went over its failure limit; --tags can leave the stage out.
+            report = ['Fleet report: not written (its stage did not run: --tags left it out, or the run stopped first); '
                       'ansible-playbook gpufleet.core.report writes it']
         return [line for _result, line in found.values()] + prometheus + report + [total]

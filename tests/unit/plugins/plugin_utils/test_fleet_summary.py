@@ -50,7 +50,7 @@ def test_each_host_of_the_run_is_named_with_what_became_of_it():
     assert lines[5] == 'a6: QUARANTINED by preflight, not changed: layout does not fit'
     assert lines[6] == 'a7: FAILED preflight, not changed: unreachable'
     # Ansible runs no later play once a batch went over its failure limit: the summary says how to get the report.
-    assert lines[7] == ('Fleet report: not written (the run stopped before its report stage); '
+    assert lines[7] == ('Fleet report: not written (its stage did not run: --tags left it out, or the run stopped first); '
                         'ansible-playbook gpufleet.core.report writes it')
     assert lines[8] == '7 host(s): 1 converged, 4 failed, 1 quarantined, 1 not changed'
 
