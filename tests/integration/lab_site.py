@@ -40,6 +40,12 @@ import time
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+# The checkout as ansible_collections.gpufleet.core (tests/integration/lab_site.sh links it), for its CPU-list parser
+# and, in step report, report_chromium's imports.
+sys.path.insert(0, os.path.join(REPO, 'build', 'collections'))
+
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import parse_cpulist  # noqa: E402
+
 EXAMPLE = os.path.join(REPO, 'examples', 'hk-fleet')
 LAB = os.path.join(REPO, 'build', 'lab')
 INVENTORY = os.path.join(LAB, 'inventory')
@@ -470,15 +476,6 @@ def step_faults():
         lost_host, ', '.join(sorted(set(a['labels']['alertname'] for a in firing)))))
 
 
-def expand_cpus(text):
-    """The CPUs of a kernel CPU list ('0-3,8')."""
-    cpus = []
-    for part in text.split(','):
-        first, _dash, last = part.partition('-')
-        cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
-
-
 def cpus_allowed(host, pid):
     return on_host(host, "awk '/^Cpus_allowed_list/ {print $2}' /proc/%d/status" % pid).strip()
 
@@ -496,10 +493,10 @@ def step_report():
     host, unit, service = 'hk1-a100-01', SERVICES[0], 'llm'
     pid = main_pid(host, unit)
     planned = cpus_allowed(host, pid)
-    online = expand_cpus(on_host(host, 'cat /sys/devices/system/cpu/online').strip())
+    online = parse_cpulist(on_host(host, 'cat /sys/devices/system/cpu/online').strip())
     check(len(online) > 1, 'the lab has one CPU: no other CPU to move %s to' % unit)
     # Somewhere the plan does not say: the first CPU alone, or the last one if the plan is the first CPU alone.
-    wrong = str(online[-1] if expand_cpus(planned) == online[:1] else online[0])
+    wrong = str(online[-1] if parse_cpulist(planned) == online[:1] else online[0])
     set_affinity(host, pid, wrong)
     try:
         command = [os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', INVENTORY, 'gpufleet.core.report']
@@ -543,8 +540,7 @@ def step_report():
         want = (gpus, instances, sorted(item['name'] for item in plan))
         check(found == want, '%s: the report has (GPUs, MIG instances, services) %s, the host %s' % (name, found, want))
     # In a browser: one drawing per host with those numbers, the failed audit drawn as failed, nothing fetched.
-    sys.path.insert(0, os.path.join(REPO, 'build', 'collections'))  # as report_chromium.sh runs it
-    import report_chromium  # tests/integration, beside this file; it needs the collection on the path
+    import report_chromium  # tests/integration, beside this file; it needs the collection on the path (above)
     work = tempfile.mkdtemp(prefix='lab-report-')
     try:
         root, problems = report_chromium.browse(REPORT_HTML, os.path.join(REPORTS, 'fleet-report.png'), work)
