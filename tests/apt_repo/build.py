@@ -10,6 +10,7 @@ as NVIDIA's Container Toolkit repository is: a flat repository in deb/<arch>/ an
 names, versions, dependencies and file layout; their programs only pretend. Needs dpkg-deb, dpkg-scanpackages, gpg.
 """
 
+import argparse
 import gzip
 import hashlib
 import json
@@ -182,9 +183,10 @@ def sign_repository(repo, gnupghome, uid):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__.strip().splitlines()[2])
-    dest = os.path.abspath(argv[1])
+    # argparse, so that --help is help and not a destination called --help, and an option it does not know is refused.
+    parser = argparse.ArgumentParser(prog='build.py', description=__doc__.strip().splitlines()[0])
+    parser.add_argument('dest', metavar='DEST', help='where to write mirror-a, mirror-b, impostor and repo.json')
+    dest = os.path.abspath(parser.parse_args(argv[1:]).dest)
     # Both are removed however the build ends; the GnuPG home only after its agent has stopped (see gnupg_home).
     with tempfile.TemporaryDirectory(prefix='gpufleet-apt-') as work, gnupg_home() as gnupghome:
         build(dest, work, gnupghome)

@@ -71,3 +71,19 @@ def test_the_home_goes_when_the_body_fails(tmp_path):
         with gnupg_home(tmp_path) as home:
             raise RuntimeError('build failed')
     assert not os.path.exists(home)
+
+
+BUILD = os.path.join(os.path.dirname(__file__), '..', 'apt_repo', 'build.py')
+
+
+@pytest.mark.parametrize('args, status, says', [
+    (['--help'], 0, 'usage: build.py [-h] DEST'),
+    ([], 2, 'the following arguments are required: DEST'),
+    (['--mirror', 'x'], 2, 'unrecognized arguments: --mirror'),
+])
+def test_build_arguments_are_checked_before_anything_is_written(tmp_path, args, status, says):
+    done = subprocess.run(['python3', os.path.abspath(BUILD)] + args, cwd=str(tmp_path), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == status, done.stderr
+    assert says in done.stdout + done.stderr
+    assert os.listdir(str(tmp_path)) == []  # no directory named --help, no half-built repository
