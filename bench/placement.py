@@ -5,7 +5,8 @@ Each host is DGX-like: 2 NUMA nodes, 56 cores each with SMT (node 0: CPUs 0-55,1
 8 GPUs, 4 per node, and 16 services (gpus: 1, shareable, 2 to 12 CPUs, drawn per host from a fixed seed), with
 CPUs 0 and 112 reserved. Every host has its own copy of the fact, read from JSON as a controller reads each host's
 facts, so that nothing is shared between hosts that a real fleet would not share. Reports the planner's wall and CPU
-time (the median of --repeat timed passes) and peak traced memory (tracemalloc, in another pass, holding every
+time (the median of --repeat timed passes, with the lowest and highest), a floor measured between those passes (the
+same plans' objects made by json.loads), and peak traced memory (tracemalloc, in another pass, holding every
 host's plan as a controller holds hostvars), and placement quality for:
   - place_services;
   - everything on GPU0: the reference deployment's before-state, every service on GPU0 with CPUs and memory
@@ -126,40 +127,64 @@ def moved(before, after):
 
 def measure(facts, fleet, repeat):
     """Plan every host REPEAT times, timed (wall and CPU time), then again under tracemalloc holding every plan, as a
-    controller holds hostvars. Returns the plans, the median wall and CPU seconds, and the peak traced bytes."""
-    walls, cpus = [], []
+    controller holds hostvars. Between the planner's passes, a floor pass builds the same plans' objects from their
+    JSON text (json.loads, in C): what only making the output costs, under the same load, with the same plans held.
+    Returns the plans and a dict: the wall and CPU seconds of each planner pass, the floor's wall seconds of each
+    pass, and the peak traced bytes."""
+    walls, cpus, floors = [], [], []
+    texts = None
     for dummy in range(repeat):
         plans = None  # the last pass's plans are not held while the next one runs
         wall, cpu = time.perf_counter(), time.process_time()
         plans = [place(fact, specs, reserved_cpus=RESERVED) for fact, specs in zip(facts, fleet)]
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
+        if texts is None:
+            texts = [json.dumps(plan) for plan in plans]
+        copies = None
+        wall = time.perf_counter()
+        copies = [json.loads(text) for text in texts]
+        floors.append(time.perf_counter() - wall)
+        del copies
     tracemalloc.start()
     kept = [place(fact, specs, reserved_cpus=RESERVED) for fact, specs in zip(facts, fleet)]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert kept == plans, 'the planner is not deterministic'
     del kept
-    return plans, statistics.median(walls), statistics.median(cpus), peak
+    return plans, {'walls': walls, 'cpus': cpus, 'floors': floors, 'peak': peak}
+
+
+def spread(values):
+    """Median, and the lowest and highest, of one figure's passes."""
+    return '%.2f s (%.2f-%.2f)' % (statistics.median(values), min(values), max(values))
+
+
+def floor_ratio(measured):
+    """The planner's wall time over the floor's, pass by pass (each pair under the same load): the median."""
+    return statistics.median([wall / floor for wall, floor in zip(measured['walls'], measured['floors'])])
 
 
 def sizes_table(topo, scale, repeat):
     """Wall time, CPU time and peak traced memory by hosts x services per host."""
     lines = [
-        '| hosts | services per host | services | wall time | CPU time | wall time per service | peak traced memory |',
-        '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+        '| hosts | services per host | services | wall time | CPU time | wall time per service | against the floor '
+        '| peak traced memory |',
+        '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ]
     for hosts, per_host in SIZES:
         if (hosts, per_host) == (10000, 64) and not scale:
-            lines.append('| 10000 | 64 | 640000 | (run with --scale) | | | |')
+            lines.append('| 10000 | 64 | 640000 | (run with --scale) | | | | |')
             continue
         fleet = [services(host, per_host) for host in range(hosts)]
         facts = host_facts(topo, hosts)
-        plans, wall, cpu, peak = measure(facts, fleet, repeat)
+        plans, measured = measure(facts, fleet, repeat)
         del plans, facts
         total = hosts * per_host
-        lines.append('| %d | %d | %d | %.2f s | %.2f s | %.1f us | %.1f MiB |' % (
-            hosts, per_host, total, wall, cpu, 1e6 * wall / total, peak / 1048576.0))
+        wall = statistics.median(measured['walls'])
+        lines.append('| %d | %d | %d | %s | %.2f s | %.1f us | %.2fx | %.1f MiB |' % (
+            hosts, per_host, total, spread(measured['walls']), statistics.median(measured['cpus']),
+            1e6 * wall / total, floor_ratio(measured), measured['peak'] / 1048576.0))
         print(lines[-1])
         sys.stdout.flush()
     return lines
@@ -175,7 +200,8 @@ def main():
     parser.add_argument('--hosts', type=int, default=1000)
     parser.add_argument('--scale', action='store_true', help='also the 10,000 hosts x 64 services row (minutes)')
     parser.add_argument('--no-sizes', action='store_true', help='only the quality table and the headline run')
-    parser.add_argument('--repeat', type=int, default=3, help='timed passes per figure; the median is reported')
+    parser.add_argument('--repeat', type=int, default=9,
+                        help='timed passes per figure; the median is reported, with the lowest and highest')
     parser.add_argument('--output')
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -183,7 +209,8 @@ def main():
     fleet = [services(host) for host in range(args.hosts)]
     facts = host_facts(topo, args.hosts)
 
-    plans, elapsed, cpu, peak = measure(facts, fleet, args.repeat)
+    plans, measured = measure(facts, fleet, args.repeat)
+    elapsed, cpu = statistics.median(measured['walls']), statistics.median(measured['cpus'])
 
     rows = []
     for label, strategy in (('gpufleet.core.place_services', None), ('everything on GPU0 (before)', everything_on_gpu0),
@@ -206,10 +233,15 @@ def main():
         '| --- | --- | --- | --- | --- |',
     ] + rows + [
         '',
-        'Planner: %d hosts x %d GPUs x %d services (%d services) in %.2f s wall, %.2f s CPU (%.2f ms per host, '
-        '%.0f services/s); peak traced memory %.1f MiB holding every plan.' % (
-            args.hosts, GPUS, SERVICES, services_total, elapsed, cpu, 1000 * elapsed / args.hosts,
-            services_total / elapsed, peak / 1048576.0),
+        'Planner: %d hosts x %d GPUs x %d services (%d services) in %.2f s wall, %.2f s CPU (medians of %d passes; '
+        '%.2f ms per host, %.0f services/s); peak traced memory %.1f MiB holding every plan.' % (
+            args.hosts, GPUS, SERVICES, services_total, elapsed, cpu, args.repeat, 1000 * elapsed / args.hosts,
+            services_total / elapsed, measured['peak'] / 1048576.0),
+        '',
+        'Each pass (wall time): %s. The floor, json.loads of the same plans from their JSON text between the '
+        'planner\'s passes: %s; the planner took %.2fx the floor, the median of the passes\' ratios.' % (
+            ', '.join('%.2f s' % wall for wall in measured['walls']), spread(measured['floors']),
+            floor_ratio(measured)),
     ]
     print('\n'.join(lines))
     sys.stdout.flush()
@@ -226,7 +258,7 @@ def main():
 def render(lines, note, args):
     command = ' '.join(['.venv/bin/python bench/placement.py', '--hosts %d' % args.hosts] + (
         ['--scale'] if args.scale else []) + (['--no-sizes'] if args.no_sizes else []) + (
-        ['--repeat %d' % args.repeat] if args.repeat != 3 else []))
+        ['--repeat %d' % args.repeat] if args.repeat != 9 else []))
     return '\n'.join([
         '# Benchmark: NUMA-aware placement against the before-state and round-robin',
         '',
@@ -245,9 +277,13 @@ ABOUT = [
     'planner\'s removal column is with `previous`; a round-robin re-plan shifts every later service. The before-state',
     'moves nothing because it binds nothing.',
     '',
-    'Wall time is the median of three timed passes (--repeat); CPU time is the process\'s CPU time over the same',
-    'passes (their median), which other jobs on the machine disturb less, though not at all only on an idle machine:',
-    'with both CPUs busy, the same work takes more CPU time too. The peak memory is traced Python allocations',
+    'Wall time is the median of the timed passes (--repeat, 9 unless the command says otherwise), shown with the',
+    'lowest and highest; CPU time is the process\'s CPU time over the same passes (their median). On this shared',
+    'virtual machine identical passes in one process differ by up to a half, idle or not: other machines\' work',
+    'slows this one\'s CPUs, and CPU time does not leave that out. The floor pass runs between the planner\'s',
+    'passes, so the two see the same load: the ratio between them is the figure the load moves least. The floor',
+    'makes every object of the plans (json.loads of their JSON text, in C) and nothing else, while the previous',
+    'pass\'s plans are held, as the planner\'s passes are timed. The peak memory is traced Python allocations',
     '(tracemalloc, another pass holding every plan), not RSS. Every host has its own copy of the fact, read from',
     'JSON. Each placement builds its Topology from the fact, which is part of every time here; the index of a host\'s',
     'cores is kept by the content of its CPU lists, so the hosts of one model (here all of them) share one. A host',
