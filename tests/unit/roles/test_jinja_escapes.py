@@ -58,7 +58,7 @@ def ansible_escaped(source):
     doubled (ansible-core's _escape_backslashes before 2.19, its AnsibleLexer since); ``{% %}`` left alone."""
     environment = env()
     parts, in_variable = [], False
-    for _, token, value in environment.lexer.tokeniter(environment.preprocess(source), None):
+    for dummy, token, value in environment.lexer.tokeniter(environment.preprocess(source), None):
         if token == 'variable_begin':
             in_variable = True
         elif token == 'variable_end':
@@ -229,7 +229,7 @@ def file_patterns(relpath, test, variable):
     path = os.path.join(REPO, relpath)
     found = []
     texts = template_expressions(path) if path.endswith('.j2') else yaml_expressions(path)
-    for _, source, _, options in texts:
+    for dummy, source, dummy_where, options in texts:
         for node in parse(source, False, **options).find_all(jinja2.nodes.Test):
             if node.name == test and isinstance(node.node, jinja2.nodes.Name) and node.node.name == variable:
                 found.append(node.args[0].value)
@@ -239,7 +239,7 @@ def file_patterns(relpath, test, variable):
 
 def file_strings(relpath):
     """Every string literal of the YAML file RELPATH as Jinja decodes it."""
-    return [node.value for _, source, _, options in yaml_expressions(os.path.join(REPO, relpath))
+    return [node.value for dummy, source, dummy_where, options in yaml_expressions(os.path.join(REPO, relpath))
             for node in parse(source, False, **options).find_all(jinja2.nodes.Const) if isinstance(node.value, str)]
 
 
