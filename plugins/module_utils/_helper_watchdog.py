@@ -31,7 +31,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._errors import Gpufl
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost, audit, normalise_services
 from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import load_plan as audit_services
-from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError, explain, pynvml
+from ansible_collections.gpufleet.core.plugins.module_utils._nvml import GpuLostError, Nvml, NvmlError, pynvml
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, load_plan
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog import (
     FLEET_QUARANTINED_QUERY, REBOOT, RESET, RESTART, WatchdogError, check_config, decide, parse_kernel_xid,
@@ -41,12 +41,6 @@ from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report imp
 
 SUMMARY = 'one check of the GPU watchdog (its timer unit)'
 PROGRAM = 'gpufleet-watchdog'
-# NVML's "no MIG device" instance id in event data.
-_NO_INSTANCE = 0xFFFFFFFF
-
-
-def _text(value):
-    return value.decode('utf-8', 'replace') if isinstance(value, bytes) else value
 
 
 def _run(argv):
@@ -188,90 +182,47 @@ class WatchdogHost:
     def nvml_readings(self, wait_ms):
         """(gpus, devices, Xid events, error): every GPU (lost ones too), the memory and processes of each device
         services use (a MIG device, or the whole GPU), and the Xid events NVML delivers while waiting wait_ms."""
-        nv = self.nv
-        if nv is None:
+        if self.nv is None:
             return [], {}, [], 'nvidia-ml-py (pynvml) is not installed'
-        gpus, devices, handles, instances = [], {}, {}, {}
+        gpus, devices, handles, instances = [], {}, [], {}
         try:
-            with Nvml(nv):
-                for index in range(nv.nvmlDeviceGetCount()):
+            with Nvml(self.nv) as nvml:
+                for index in range(nvml.gpu_count()):
                     try:
-                        handle = nv.nvmlDeviceGetHandleByIndex(index)
-                        uuid = _text(nv.nvmlDeviceGetUUID(handle))
-                        bus_id = _text(nv.nvmlDeviceGetPciInfo(handle).busId)
-                        self._devices(handle, uuid, devices, instances)
-                    except nv.NVMLError_GpuIsLost:
+                        handle, uuid, bus_id = nvml.gpu_at(index)
+                        self._devices(nvml, handle, uuid, devices, instances)
+                    except GpuLostError:
                         gpus.append({'index': index, 'uuid': None, 'pci_bus_id': None, 'lost': True})
                         continue
                     gpus.append({'index': index, 'uuid': uuid, 'pci_bus_id': bus_id, 'lost': False})
-                    handles[uuid] = handle
-                events = self._xid_events(handles, instances, wait_ms)
+                    handles.append(handle)
+                events = self._xid_events(nvml, handles, instances, wait_ms)
         except NvmlError as exc:
             return gpus, devices, [], str(exc)
-        except nv.NVMLError as exc:
-            return gpus, devices, [], explain(exc)
         return gpus, devices, events, None
 
-    def _processes(self, handle):
-        return dict((int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
-                    for p in self.nv.nvmlDeviceGetComputeRunningProcesses(handle))
-
-    def _devices(self, handle, uuid, devices, instances):
-        nv = self.nv
-        try:
-            mig = nv.nvmlDeviceGetMigMode(handle)[0]
-        except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound):
-            mig = 0
-        if not mig:
-            devices[uuid] = {'gpu': uuid, 'memory_total_bytes': int(nv.nvmlDeviceGetMemoryInfo(handle).total),
-                             'processes': self._processes(handle)}
+    @staticmethod
+    def _devices(nvml, handle, uuid, devices, instances):
+        if not nvml.mig_enabled(handle):
+            total, processes = nvml.memory_use(handle)
+            devices[uuid] = {'gpu': uuid, 'memory_total_bytes': total, 'processes': processes}
             return
-        for index in range(nv.nvmlDeviceGetMaxMigDeviceCount(handle)):
-            try:
-                mig_handle = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
-            except nv.NVMLError_NotFound:
-                continue
-            mig_uuid = _text(nv.nvmlDeviceGetUUID(mig_handle))
-            instances[(uuid, int(nv.nvmlDeviceGetGpuInstanceId(mig_handle)),
-                       int(nv.nvmlDeviceGetComputeInstanceId(mig_handle)))] = mig_uuid
-            devices[mig_uuid] = {'gpu': uuid, 'memory_total_bytes': int(nv.nvmlDeviceGetMemoryInfo(mig_handle).total),
-                                 'processes': self._processes(mig_handle)}
+        for mig_handle, mig_uuid, gi_id, ci_id in nvml.mig_device_handles(handle):
+            instances[(uuid, gi_id, ci_id)] = mig_uuid
+            total, processes = nvml.memory_use(mig_handle)
+            devices[mig_uuid] = {'gpu': uuid, 'memory_total_bytes': total, 'processes': processes}
 
-    def _xid_events(self, handles, instances, wait_ms):
-        """Xid events NVML delivers within wait_ms. NVML delivers only what happens while a set is registered: the
-        kernel log covers the time between checks."""
-        nv = self.nv
-        if wait_ms <= 0 or not handles:
-            return []
+    @staticmethod
+    def _xid_events(nvml, handles, instances, wait_ms):
+        """Xid events NVML delivers within wait_ms, each named by its MIG device where it has one. NVML delivers only
+        what happens while a set is registered: the kernel log covers the time between checks."""
         events = []
-        event_set = nv.nvmlEventSetCreate()
-        try:
-            registered = 0
-            for handle in handles.values():
-                try:
-                    nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, event_set)
-                    registered += 1
-                except (nv.NVMLError_NotSupported, nv.NVMLError_GpuIsLost):
-                    continue
-            deadline = time.monotonic() + wait_ms / 1000.0
-            while registered:
-                remaining = int((deadline - time.monotonic()) * 1000)
-                if remaining <= 0:
-                    break
-                try:
-                    data = nv.nvmlEventSetWait_v2(event_set, remaining)
-                except (nv.NVMLError_Timeout, nv.NVMLError_GpuIsLost):
-                    break  # a lost GPU is seen by its handle at the next check, and by its Xid 79 line
-                if not data.eventType & nv.nvmlEventTypeXidCriticalError:
-                    continue
-                gpu = _text(nv.nvmlDeviceGetUUID(data.device))
-                device = None
-                if data.gpuInstanceId != _NO_INSTANCE:
-                    device = instances.get((gpu, int(data.gpuInstanceId), int(data.computeInstanceId)))
-                events.append({'gpu': gpu, 'device': device, 'xid': int(data.eventData), 'source': 'nvml',
-                               'message': 'NVML Xid event %d on %s' % (int(data.eventData), device or gpu)})
-        finally:
-            nv.nvmlEventSetFree(event_set)
+        for event in nvml.xid_events(handles, wait_ms):
+            gpu, xid = event['gpu'], event['xid']
+            # An event on no MIG device has no instance ids, and no MIG device is without them.
+            device = instances.get((gpu, event['gpu_instance_id'], event['compute_instance_id']))
+            events.append({'gpu': gpu, 'device': device, 'xid': xid, 'source': 'nvml',
+                           'message': 'NVML Xid event %d on %s' % (xid, device or gpu)})
         return events
 
     # The kernel log ------------------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import ctypes
+import time
 import traceback
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
@@ -36,6 +38,8 @@ TOPOLOGY_LEVELS = {0: 'X', 10: 'PIX', 20: 'PXB', 30: 'PHB', 40: 'NODE', 50: 'SYS
 NVLINK_DEVICE_TYPE_SWITCH = 2
 # Compute-instance size in slices -> NVML_COMPUTE_INSTANCE_PROFILE_* index.
 _CI_PROFILE_OF_SIZE = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+# NVML's "no MIG device" instance id in event data.
+_NO_INSTANCE = 0xFFFFFFFF
 
 # Hints keyed by NVML error class name; looked up by name so this table needs no pynvml.
 _FIXES = {
@@ -57,6 +61,10 @@ class NvmlError(GpufleetError):
     """An NVML failure, described with the fix."""
 
 
+class GpuLostError(NvmlError):
+    """NVML answers GPU_IS_LOST for one GPU: it fell off the bus, and the others may still answer."""
+
+
 def explain(exc):
     """One line that says what NVML reported and what to do about it."""
     name = type(exc).__name__
@@ -69,6 +77,10 @@ def _text(value):
     if isinstance(value, bytes):
         return value.decode('utf-8', 'replace')
     return value
+
+
+def _instance_id(value):
+    return None if value == _NO_INSTANCE else int(value)
 
 
 class Nvml:
@@ -109,6 +121,20 @@ class Nvml:
         except self.nv.NVMLError as exc:
             raise NvmlError('%s: %s' % (call.__name__, explain(exc)))
 
+    @contextlib.contextmanager
+    def _explained(self):
+        """Turns NVML's errors in the block into GpuLostError (a GPU off the bus) or NvmlError, worded by explain alone.
+
+        The readings that use it catch inside it what is normal for each call (an empty MIG slot, a GPU without MIG,
+        the end of a wait), which _optional's one list cannot say; the message is one line, like the session's own.
+        """
+        try:
+            yield
+        except self.nv.NVMLError_GpuIsLost as exc:
+            raise GpuLostError(explain(exc))
+        except self.nv.NVMLError as exc:
+            raise NvmlError(explain(exc))
+
     # System -----------------------------------------------------------------
 
     def system(self):
@@ -122,6 +148,94 @@ class Nvml:
     def device_handles(self):
         count = self._required(self.nv.nvmlDeviceGetCount)
         return [self._required(self.nv.nvmlDeviceGetHandleByIndex, index) for index in range(count)]
+
+    # The watchdog's readings ---------------------------------------------------
+    # One GPU at a time: a GPU off the bus fails with GpuLostError, so that the watchdog reports it lost and reads
+    # the others, and keeps what it read before any other failure.
+
+    def gpu_count(self):
+        """How many GPUs NVML counts, lost ones included."""
+        with self._explained():
+            return self.nv.nvmlDeviceGetCount()
+
+    def gpu_at(self, index):
+        """(handle, uuid, pci_bus_id) of the GPU at index."""
+        with self._explained():
+            handle = self.nv.nvmlDeviceGetHandleByIndex(index)
+            return handle, _text(self.nv.nvmlDeviceGetUUID(handle)), _text(self.nv.nvmlDeviceGetPciInfo(handle).busId)
+
+    def mig_enabled(self, handle):
+        """Whether the GPU runs in MIG mode now (not a pending mode); False for a GPU without MIG."""
+        with self._explained():
+            try:
+                return bool(self.nv.nvmlDeviceGetMigMode(handle)[0])
+            except (self.nv.NVMLError_NotSupported, self.nv.NVMLError_FunctionNotFound):
+                return False
+
+    def memory_use(self, handle):
+        """(memory total in bytes, {pid: bytes it uses, None where NVML does not say}) of a GPU or a MIG device."""
+        with self._explained():
+            total = int(self.nv.nvmlDeviceGetMemoryInfo(handle).total)
+            processes = self.nv.nvmlDeviceGetComputeRunningProcesses(handle)
+            return total, dict((int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
+                               for p in processes)
+
+    def mig_device_handles(self, handle):
+        """Yields (handle, uuid, gpu_instance_id, compute_instance_id) of each MIG device of a GPU, slot by slot.
+
+        Each is read when the caller asks for it, so a caller that fails part-way has the ones before.
+        """
+        with self._explained():
+            count = self.nv.nvmlDeviceGetMaxMigDeviceCount(handle)
+        for index in range(count):
+            with self._explained():
+                try:
+                    mig = self.nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
+                except self.nv.NVMLError_NotFound:
+                    continue  # an empty slot
+                found = (mig, _text(self.nv.nvmlDeviceGetUUID(mig)), int(self.nv.nvmlDeviceGetGpuInstanceId(mig)),
+                         int(self.nv.nvmlDeviceGetComputeInstanceId(mig)))
+            yield found
+
+    def xid_events(self, handles, wait_ms):
+        """The Xid events NVML delivers for the GPUs of handles within wait_ms, in order, as {gpu, gpu_instance_id,
+        compute_instance_id, xid} (the instance ids None for an event on no MIG device).
+
+        NVML delivers only what happens while a set is registered. The timeout, or a GPU lost while waiting, ends the
+        wait with what came before; the set is freed whatever happens.
+        """
+        nv = self.nv
+        if wait_ms <= 0 or not handles:
+            return []
+        events = []
+        with self._explained():
+            event_set = nv.nvmlEventSetCreate()
+            try:
+                registered = 0
+                for handle in handles:
+                    try:
+                        nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, event_set)
+                        registered += 1
+                    except (nv.NVMLError_NotSupported, nv.NVMLError_GpuIsLost):
+                        continue
+                deadline = time.monotonic() + wait_ms / 1000.0
+                while registered:
+                    remaining = int((deadline - time.monotonic()) * 1000)
+                    if remaining <= 0:
+                        break
+                    try:
+                        data = nv.nvmlEventSetWait_v2(event_set, remaining)
+                    except (nv.NVMLError_Timeout, nv.NVMLError_GpuIsLost):
+                        break  # a lost GPU is seen by its handle at the next reading, and by its Xid 79 line
+                    if not data.eventType & nv.nvmlEventTypeXidCriticalError:
+                        continue
+                    events.append({'gpu': _text(nv.nvmlDeviceGetUUID(data.device)),
+                                   'gpu_instance_id': _instance_id(data.gpuInstanceId),
+                                   'compute_instance_id': _instance_id(data.computeInstanceId),
+                                   'xid': int(data.eventData)})
+            finally:
+                nv.nvmlEventSetFree(event_set)
+        return events
 
     # One GPU ------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ from ansible_collections.gpufleet.core.plugins.module_utils._helper_watchdog imp
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 
 from ...conftest import SIM_DIR
+from ...support.sim import BARE_HOST, make_gpus
+from .test_nvml import MIG_A, MIG_B, Recorded
 
 GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
 GPU1 = 'GPU-00000000-0000-4000-8000-000000000001'
@@ -153,6 +155,42 @@ def test_an_xid_nvml_delivers_during_the_check_restarts_the_services_on_that_gpu
     # The kernel log has the same Xid, read after the wait: one event, one restart per service.
     assert '"sources": ["kernel", "nvml"]' in lines[0] and len(lines) == 2
     assert check(host) == (0, [])
+
+
+def test_nvml_readings_name_a_mig_devices_xid_by_its_mig_uuid_and_read_past_a_lost_gpu(sim_hosts):
+    """GPU 0 in MIG mode (two devices), GPU 1 lost, GPU 2 whole; two Xids come while the check waits."""
+    gpus = make_gpus('A100-80GB-PCIe', mig_mode=1, gpu_instances=[
+        {'id': 1, 'profile_id': 9, 'start': 4, 'size': 4, 'compute_instances': [
+            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_A}]},
+        {'id': 2, 'profile_id': 9, 'start': 0, 'size': 4, 'compute_instances': [
+            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_B}]}])
+    gpus += make_gpus('A100-80GB-PCIe', 3)[1:]
+    served = sim_hosts.described(dict(BARE_HOST, gpus=gpus))
+    pynvml.nvmlInit()
+    pynvml.nvmlShutdown()
+    gpu2 = gpus[2]['uuid']
+    simctl.add_process(served['state_file'], GPU0, 501, 1, 0, used_memory_mb=1000)
+    simctl.lose_gpu(served['host_file'], served['state_file'], GPU1)
+
+    def wait(event_set, timeout_ms):
+        if library.calls.count('nvmlEventSetWait_v2') == 1:  # the set is registered: these are its events
+            simctl.inject_xid(served['host_file'], served['state_file'], GPU0, 43, 2, 0)
+            simctl.inject_xid(served['host_file'], served['state_file'], gpu2, 13)
+        return pynvml.nvmlEventSetWait_v2(event_set, timeout_ms)
+
+    library = Recorded(pynvml, nvmlEventSetWait_v2=wait)
+    gpus_read, devices, events, error = WatchdogHost(library).nvml_readings(300)
+    assert error is None
+    assert gpus_read == [{'index': 0, 'uuid': GPU0, 'pci_bus_id': '00000000:17:00.0', 'lost': False},
+                         {'index': 1, 'uuid': None, 'pci_bus_id': None, 'lost': True},
+                         {'index': 2, 'uuid': gpu2, 'pci_bus_id': '00000000:19:00.0', 'lost': False}]
+    assert devices == {
+        MIG_A: {'gpu': GPU0, 'memory_total_bytes': 40192 * MIB, 'processes': {501: 1000 * MIB}},
+        MIG_B: {'gpu': GPU0, 'memory_total_bytes': 40192 * MIB, 'processes': {}},
+        gpu2: {'gpu': gpu2, 'memory_total_bytes': 81920 * MIB, 'processes': {}}}
+    assert events == [
+        {'gpu': GPU0, 'device': MIG_B, 'xid': 43, 'source': 'nvml', 'message': 'NVML Xid event 43 on %s' % MIG_B},
+        {'gpu': gpu2, 'device': None, 'xid': 13, 'source': 'nvml', 'message': 'NVML Xid event 13 on %s' % gpu2}]
 
 
 def test_kernel_history_from_before_the_first_check_is_reported_not_acted_on(host):
