@@ -25,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 
+from nvml_simulator import SIM, installed_simulator  # bench/, the script's own directory
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-SIM = os.path.join(REPO, 'tests', 'nvml_sim')
 HOSTS = {'a100': 'reference-a100', 'h100': 'dgx-h100'}
 # 16 services as in bench/placement.py: one shareable GPU and 2 to 12 CPUs each.
 SERVICES = [{'name': 'svc%02d' % i, 'gpus': 1, 'exclusive': False, 'cpus': [2, 4, 6, 8, 12][i % 5],
@@ -44,8 +45,10 @@ def inventory(work, hosts, fact_hosts):
     for kind in HOSTS:
         groups['facts_' + kind] = {'hosts': dict(('%s%03d' % (kind, n), {'sim': kind}) for n in range(fact_hosts))}
     common = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}
+    installed = installed_simulator(work)
     sims = dict((kind, {'root': os.path.join(work, name),
-                        'env': {'PYTHONPATH': SIM, 'GPUFLEET_NVML_SIM_HOST': os.path.join(SIM, 'hosts', name + '.json'),
+                        'env': {'PYTHONPATH': installed,
+                                'GPUFLEET_NVML_SIM_HOST': os.path.join(SIM, 'hosts', name + '.json'),
                                 'GPUFLEET_NVML_SIM_STATE': os.path.join(work, name + '.state.json')}})
                 for kind, name in HOSTS.items())
     return {'all': {'children': groups, 'vars': dict(common, sims=sims, bench_services=SERVICES)}}
@@ -175,7 +178,8 @@ def main():
         'both); a target is met only when both are within it. Every host is this machine '
         'over the `local` connection, so a module task\'s floor includes starting Python on it; `topology_facts` '
         'read the rendered sysfs and procfs trees of `tests/nvml_sim/hosts` and the NVML simulator, so its NVML '
-        'calls cost what the simulator costs, not what the driver costs.' % args.rounds,
+        'calls cost what the simulator costs, not what the driver costs; the simulator is a copy with its bytecode '
+        'compiled, as an installed nvidia-ml-py is, so that compiling it is not counted.' % args.rounds,
         '',
         'Per-round figures (ms per host): %s.' % '; '.join(
             '%s %s: %s' % (play, kind, ', '.join('%.1f' % (1000 * v) for v in values))

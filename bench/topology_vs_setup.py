@@ -17,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+from nvml_simulator import SIM, installed_simulator  # bench/, the script's own directory
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-SIM = os.path.join(REPO, 'tests', 'nvml_sim')
 HOST = os.path.join(SIM, 'hosts', 'dgx-h100.json')
 
 
@@ -46,7 +47,7 @@ def main():
     env = dict(os.environ,
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'build', 'collections'),
                ANSIBLE_STDOUT_CALLBACK='ansible.posix.json',
-               PYTHONPATH=SIM,
+               PYTHONPATH=installed_simulator(work),
                GPUFLEET_NVML_SIM_HOST=HOST,
                GPUFLEET_NVML_SIM_STATE=os.path.join(work, 'state.json'))
     bindir = os.path.dirname(sys.executable)
@@ -88,7 +89,9 @@ def main():
         'Both tasks ran on the same host (this machine, connection `local`, Python %s, %d CPUs), in one '
         'playbook, timed by the `ansible.posix.json` callback. topology_facts read the rendered sysfs/procfs '
         'trees of `tests/nvml_sim/hosts/dgx-h100.json` and the NVML simulator, so its NVML calls cost what the '
-        'simulator costs, not what the driver costs; setup(hardware) read this machine\'s real /sys and /proc.'
+        'simulator costs, not what the driver costs (the simulator is a copy with its bytecode compiled, as an '
+        'installed nvidia-ml-py is, so that compiling it is not counted); setup(hardware) read this machine\'s real '
+        '/sys and /proc.'
         % (platform.python_version(), os.cpu_count()),
         '',
         'Reading the figures: every module task here pays the ping floor (Python start-up, importing '
