@@ -40,6 +40,15 @@ class Recorded(object):
         return call
 
 
+def mig_gpus():
+    """One A100 80GB in MIG mode with two 3g.40gb instances, one compute instance each: MIG_A (GI 1), MIG_B (GI 2)."""
+    return make_gpus('A100-80GB-PCIe', mig_mode=1, gpu_instances=[
+        {'id': 1, 'profile_id': 9, 'start': 4, 'size': 4, 'compute_instances': [
+            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_A}]},
+        {'id': 2, 'profile_id': 9, 'start': 0, 'size': 4, 'compute_instances': [
+            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_B}]}])
+
+
 def serve(sim_hosts, gpus):
     """A host with these GPUs, its state written (simctl acts on it) and no NVML session left open."""
     served = sim_hosts.described(dict(BARE_HOST, gpus=gpus))
@@ -51,11 +60,7 @@ def serve(sim_hosts, gpus):
 @pytest.fixture
 def mig_host(sim_hosts):
     """GPU 0 in MIG mode with two 3g.40gb instances (one process on each), GPU 1 whole (one process)."""
-    mig_gpu = make_gpus('A100-80GB-PCIe', mig_mode=1, gpu_instances=[
-        {'id': 1, 'profile_id': 9, 'start': 4, 'size': 4, 'compute_instances': [
-            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_A}]},
-        {'id': 2, 'profile_id': 9, 'start': 0, 'size': 4, 'compute_instances': [
-            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_B}]}])
+    mig_gpu = mig_gpus()
     served = serve(sim_hosts, mig_gpu + make_gpus('A100-80GB-PCIe', first_uuid=1)[:1])
     simctl.add_process(served['state_file'], GPU0, 501, 1, 0, used_memory_mb=1000)
     simctl.add_process(served['state_file'], GPU0, 502, 2, 0, used_memory_mb=3000)

@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFil
 
 from ...conftest import SIM_DIR
 from ...support.sim import BARE_HOST, make_gpus
-from .test_nvml import MIG_A, MIG_B, Recorded
+from .test_nvml import MIG_A, MIG_B, Recorded, mig_gpus
 
 GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
 GPU1 = 'GPU-00000000-0000-4000-8000-000000000001'
@@ -159,11 +159,7 @@ def test_an_xid_nvml_delivers_during_the_check_restarts_the_services_on_that_gpu
 
 def test_nvml_readings_name_a_mig_devices_xid_by_its_mig_uuid_and_read_past_a_lost_gpu(sim_hosts):
     """GPU 0 in MIG mode (two devices), GPU 1 lost, GPU 2 whole; two Xids come while the check waits."""
-    gpus = make_gpus('A100-80GB-PCIe', mig_mode=1, gpu_instances=[
-        {'id': 1, 'profile_id': 9, 'start': 4, 'size': 4, 'compute_instances': [
-            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_A}]},
-        {'id': 2, 'profile_id': 9, 'start': 0, 'size': 4, 'compute_instances': [
-            {'id': 0, 'profile_id': 2, 'start': 0, 'size': 3, 'uuid': MIG_B}]}])
+    gpus = mig_gpus()
     gpus += make_gpus('A100-80GB-PCIe', 3)[1:]
     served = sim_hosts.described(dict(BARE_HOST, gpus=gpus))
     pynvml.nvmlInit()
