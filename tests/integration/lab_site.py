@@ -96,7 +96,13 @@ def on_host(host, command, check_rc=True):
 
 def site(extra=None, limit=None, tags=None, env=None, watch=None):
     """Run examples/hk-fleet/site.yml on the lab; returns (rc, output, recap {host: counts}, summary lines)."""
-    command = [os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', INVENTORY, 'site.yml']
+    return playbook('site.yml', extra=extra, limit=limit, tags=tags, env=env, watch=watch)
+
+
+def playbook(name, extra=None, limit=None, tags=None, env=None, watch=None):
+    """Run playbook NAME (a file in examples/hk-fleet or a collection's playbook) on the lab, as make site runs it;
+    returns (rc, output, recap {host: counts}, summary lines)."""
+    command = [os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', INVENTORY, name]
     if extra:
         command += ['-e', json.dumps(extra)]
     if limit:
@@ -499,20 +505,13 @@ def step_report():
     wrong = str(online[-1] if parse_cpulist(planned) == online[:1] else online[0])
     set_affinity(host, pid, wrong)
     try:
-        command = [os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', INVENTORY, 'gpufleet.core.report']
-        collections = os.pathsep.join([os.path.join(REPO, 'build', 'collections'), sysconfig.get_paths()['purelib']])
-        environment = dict(os.environ, ANSIBLE_CONFIG=os.path.join(EXAMPLE, 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
-                           ANSIBLE_FORCE_COLOR='0', ANSIBLE_COLLECTIONS_PATH=collections)
-        started = time.time()
-        ran = subprocess.run(command, cwd=EXAMPLE, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             universal_newlines=True, check=False)
-        print('lab_site: ansible-playbook gpufleet.core.report: rc %d in %.0f s' % (ran.returncode, time.time() - started))
+        rc, output = playbook('gpufleet.core.report')[:2]
     finally:
         set_affinity(host, pid, planned)
-    check(ran.returncode == 0, 'the report playbook failed', ran.stdout)
+    check(rc == 0, 'the report playbook failed', output)
     check(re.search(r'Fleet report: %s \(written; 5 host\(s\); [1-9]\d* change\(s\) since the previous report; failed audits: '
-                    r'%s/%s\)' % (re.escape(REPORT_HTML), host, service), ran.stdout),
-          'the report playbook does not say where the page is and what failed', ran.stdout)
+                    r'%s/%s\)' % (re.escape(REPORT_HTML), host, service), output),
+          'the report playbook does not say where the page is and what failed', output)
     data = read_report()
     models = dict((model['name'], model) for model in data['hosts'])
     check(sorted(models) == sorted(HOSTS), 'the report\'s hosts: %s' % sorted(models))
