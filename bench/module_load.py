@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-from nvml_simulator import SIM, installed_simulator  # bench/, the script's own directory
+from nvml_simulator import installed_simulator, simulated_host  # bench/, the script's own directory
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 HOSTS = ('reference-a100', 'dgx-h100')
@@ -81,36 +81,29 @@ def scratch_collection(work):
     return root
 
 
-def payloads(work, host, modules):
-    """Ansible builds and keeps each module's AnsiballZ payload; returns {module: payload path}."""
+def payloads(work, host, root, env, modules):
+    """Ansible builds and keeps each module's AnsiballZ payload for simulated HOST; returns {module: payload path}."""
     tmp = os.path.join(work, 'remote-' + host)
-    args = {'sysfs_root': os.path.join(work, host, 'sys'), 'procfs_root': os.path.join(work, host, 'proc')}
+    args = {'sysfs_root': os.path.join(root, 'sys'), 'procfs_root': os.path.join(root, 'proc')}
     tasks = [{'ansible.builtin.ping': {}}] + [{'gpufleet.core.' + name: args} for name in modules]
     play = os.path.join(work, 'play-%s.yml' % host)
     with open(play, 'w') as handle:
-        json.dump([{'hosts': 'localhost', 'gather_facts': False, 'environment': host_env(work, host),
-                    'tasks': tasks}], handle)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(work, 'collections'), ANSIBLE_KEEP_REMOTE_FILES='1',
-               ANSIBLE_REMOTE_TMP=tmp, ANSIBLE_LOCALHOST_WARNING='false')
+        json.dump([{'hosts': 'localhost', 'gather_facts': False, 'environment': env, 'tasks': tasks}], handle)
+    ansible_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(work, 'collections'),
+                       ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=tmp, ANSIBLE_LOCALHOST_WARNING='false')
     subprocess.check_call([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'localhost,',
                            '-c', 'local', '-e', 'ansible_python_interpreter=%s' % sys.executable, play],
-                          env=env, stdout=subprocess.DEVNULL)
+                          env=ansible_env, stdout=subprocess.DEVNULL)
     found = {}
     for path in glob.glob(os.path.join(tmp, '*', 'AnsiballZ_*.py')):
         found[os.path.basename(path)[len('AnsiballZ_'):-3]] = path
     return found
 
 
-def host_env(work, host):
-    return {'PYTHONPATH': os.path.join(work, 'nvml_sim'),
-            'GPUFLEET_NVML_SIM_HOST': os.path.join(SIM, 'hosts', host + '.json'),
-            'GPUFLEET_NVML_SIM_STATE': os.path.join(work, host + '.state.json')}
-
-
-def instructions(work, host, payload):
+def instructions(host, env, payload):
     """Instructions executed by one run of PAYLOAD (cachegrind, no cache simulation); fails if the module failed."""
     run = subprocess.run(['valgrind', '--tool=cachegrind', '--cache-sim=no', '--cachegrind-out-file=/dev/null',
-                          sys.executable, payload], env=dict(os.environ, **host_env(work, host)),
+                          sys.executable, payload], env=dict(os.environ, **env),
                          capture_output=True, text=True, check=False)
     result = json.loads(run.stdout)
     if result.get('failed'):
@@ -135,17 +128,15 @@ def main():
     for dummy, name, source in made:
         with open(os.path.join(modules_dir, name + '.py'), 'w') as handle:
             handle.write(source)
-    installed_simulator(work)
+    installed = installed_simulator(work)
     rows = [('ping', 'ping'), ('bare', 'load_bare')] + [(label, name) for label, name, dummy in made[1:]] + [
         ('topology_facts', 'topology_facts')]
     counts = {}
     for host in HOSTS:
-        subprocess.check_call([sys.executable, os.path.join(SIM, 'render_tree.py'),
-                               os.path.join(SIM, 'hosts', host + '.json'), os.path.join(work, host)],
-                              stdout=subprocess.DEVNULL)
-        built = payloads(work, host, [name for dummy, name in rows if name != 'ping'])
+        root, env = simulated_host(work, host, installed)
+        built = payloads(work, host, root, env, [name for dummy, name in rows if name != 'ping'])
         for label, name in rows:
-            counts[(host, label)] = instructions(work, host, built[name])
+            counts[(host, label)] = instructions(host, env, built[name])
             print('%-16s %-36s %15s' % (host, label, format(counts[(host, label)], ',')))
             sys.stdout.flush()
 

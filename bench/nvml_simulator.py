@@ -10,6 +10,8 @@ as the module's own cost. Importing the copy still costs what importing it costs
 import compileall
 import os
 import shutil
+import subprocess
+import sys
 
 SIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'nvml_sim')
 SIM = os.path.normpath(SIM)
@@ -24,3 +26,15 @@ def installed_simulator(work):
     if not compileall.compile_dir(target, quiet=1):
         raise SystemExit('could not compile the simulator copy in %s' % target)
     return target
+
+
+def simulated_host(work, name, installed):
+    """Render simulated host NAME (tests/nvml_sim/hosts/NAME.json) into WORK/NAME, its sysfs and procfs trees; return
+    that root and the environment a module run on it needs: INSTALLED (installed_simulator's copy) as PYTHONPATH, the
+    host's description, and its simulator state in WORK."""
+    description = os.path.join(SIM, 'hosts', name + '.json')
+    root = os.path.join(work, name)
+    subprocess.check_call([sys.executable, os.path.join(SIM, 'render_tree.py'), description, root],
+                          stdout=subprocess.DEVNULL)
+    return root, {'PYTHONPATH': installed, 'GPUFLEET_NVML_SIM_HOST': description,
+                  'GPUFLEET_NVML_SIM_STATE': os.path.join(work, name + '.state.json')}

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from nvml_simulator import SIM, installed_simulator  # bench/, the script's own directory
+from nvml_simulator import installed_simulator, simulated_host  # bench/, the script's own directory
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 HOSTS = {'a100': 'reference-a100', 'h100': 'dgx-h100'}
@@ -46,11 +46,10 @@ def inventory(work, hosts, fact_hosts):
         groups['facts_' + kind] = {'hosts': dict(('%s%03d' % (kind, n), {'sim': kind}) for n in range(fact_hosts))}
     common = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}
     installed = installed_simulator(work)
-    sims = dict((kind, {'root': os.path.join(work, name),
-                        'env': {'PYTHONPATH': installed,
-                                'GPUFLEET_NVML_SIM_HOST': os.path.join(SIM, 'hosts', name + '.json'),
-                                'GPUFLEET_NVML_SIM_STATE': os.path.join(work, name + '.state.json')}})
-                for kind, name in HOSTS.items())
+    sims = {}
+    for kind, name in HOSTS.items():
+        root, env = simulated_host(work, name, installed)
+        sims[kind] = {'root': root, 'env': env}
     return {'all': {'children': groups, 'vars': dict(common, sims=sims, bench_services=SERVICES)}}
 
 
@@ -92,10 +91,6 @@ def main():
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix='gpufleet-bench-')
-    for name in HOSTS.values():
-        subprocess.check_call([sys.executable, os.path.join(SIM, 'render_tree.py'),
-                               os.path.join(SIM, 'hosts', name + '.json'), os.path.join(work, name)],
-                              stdout=subprocess.DEVNULL)
     with open(os.path.join(work, 'inventory.json'), 'w') as handle:
         json.dump(inventory(work, args.hosts, args.fact_hosts), handle)
     with open(os.path.join(work, 'play.yml'), 'w') as handle:

@@ -17,10 +17,10 @@ import subprocess
 import sys
 import tempfile
 
-from nvml_simulator import SIM, installed_simulator  # bench/, the script's own directory
+from nvml_simulator import installed_simulator, simulated_host  # bench/, the script's own directory
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-HOST = os.path.join(SIM, 'hosts', 'dgx-h100.json')
+HOST = 'dgx-h100'
 
 
 def seconds(stamp):
@@ -43,13 +43,11 @@ def main():
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix='gpufleet-bench-')
-    subprocess.check_call([sys.executable, os.path.join(SIM, 'render_tree.py'), HOST, os.path.join(work, 'host')])
+    root, simulated = simulated_host(work, HOST, installed_simulator(work))
     env = dict(os.environ,
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'build', 'collections'),
                ANSIBLE_STDOUT_CALLBACK='ansible.posix.json',
-               PYTHONPATH=installed_simulator(work),
-               GPUFLEET_NVML_SIM_HOST=HOST,
-               GPUFLEET_NVML_SIM_STATE=os.path.join(work, 'state.json'))
+               **simulated)
     bindir = os.path.dirname(sys.executable)
     per_run = {'topology_facts': [], 'ping': [], 'setup_hardware': []}
     load_before = os.getloadavg()
@@ -57,7 +55,7 @@ def main():
         out = subprocess.check_output(
             [os.path.join(bindir, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local',
              '-e', 'ansible_python_interpreter=%s' % sys.executable,
-             '-e', 'host_root=%s' % os.path.join(work, 'host'), '-e', 'rounds=%d' % args.rounds,
+             '-e', 'host_root=%s' % root, '-e', 'rounds=%d' % args.rounds,
              os.path.join(REPO, 'bench', 'topology_vs_setup.yml')], env=env)
         tasks = json.loads(out)['plays'][0]['tasks']
         for key, task in zip(('topology_facts', 'ping', 'setup_hardware'), tasks):
