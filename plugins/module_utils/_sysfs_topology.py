@@ -217,18 +217,15 @@ def find_processes(files, programs):
     """PIDs of running programs, by program name, from /proc (no subprocess)."""
     found = dict((program, []) for program in programs)
     prefixes = tuple(program[:15] for program in programs)
-    for entry in files.list_proc():
-        if not entry.isdigit():
+    for pid, name in files.process_names():
+        # The name is cut at 15 characters, so it only narrows the search; cmdline decides.
+        if not name.startswith(prefixes):
             continue
-        comm = (files.read_proc(entry, 'comm') or '').strip()
-        # comm is cut at 15 characters, so it only narrows the search; cmdline decides.
-        if not comm.startswith(prefixes):
-            continue
-        argv0 = (files.read_proc(entry, 'cmdline') or '').split('\0')[0]
+        argv0 = (files.read_proc(str(pid), 'cmdline') or '').split('\0')[0]
         program = argv0.rsplit('/', 1)[-1]
         if program in found:
-            found[program].append(int(entry))
-    return dict((program, sorted(pids)) for program, pids in found.items())
+            found[program].append(pid)
+    return found
 
 
 def find_mps_processes(files):
