@@ -11,7 +11,9 @@ under valgrind's cachegrind, counting the instructions it executes:
   - import <name>: bare plus one import (each of topology_facts' module_utils, and pynvml, the simulator here);
   - all imports: bare plus every import topology_facts makes;
   - gather, small return: all that, gathering the whole fact and returning only its size;
-  - topology_facts itself.
+  - topology_facts itself;
+  - ping and topology_facts again, with zipimport compiling each module once (Python 3.10 to 3.14 compile every
+    module imported from a zip twice; CPython pull request #153799 would make it once).
 Each row's figure above ping is what that part adds to a module run on the host; the controller's part of a task is
 not counted (a module of this collection that does nothing costs what ping costs there as well, per the wall times).
 
@@ -100,11 +102,38 @@ def payloads(work, host, root, env, modules):
     return found
 
 
-def instructions(host, env, payload):
-    """Instructions executed by one run of PAYLOAD (cachegrind, no cache simulation); fails if the module failed."""
-    run = subprocess.run(['valgrind', '--tool=cachegrind', '--cache-sim=no', '--cachegrind-out-file=/dev/null',
-                          sys.executable, payload], env=dict(os.environ, **env),
-                         capture_output=True, text=True, check=False)
+# Runs a payload with zipimport finding a module's file name without compiling it, as CPython pull request
+# #153799 proposes (issue #141276): in Python 3.10 to 3.14, zipimporter.find_spec asks get_filename for the spec's
+# origin, and get_filename compiles the module's source, which exec_module then compiles again.
+COMPILE_ONCE = r'''
+import runpy
+import sys
+import zipimport
+
+
+def get_filename(self, fullname):
+    files = self._get_files() if hasattr(self, '_get_files') else self._files
+    path = zipimport._get_module_path(self, fullname)
+    for suffix, dummy_bytecode, dummy_package in zipimport._zip_searchorder:
+        if path + suffix in files:
+            return self.archive + zipimport.path_sep + path + suffix
+    raise zipimport.ZipImportError("can't find module %r" % fullname, name=fullname)
+
+
+zipimport.zipimporter.get_filename = get_filename
+payload = sys.argv.pop(1)
+runpy.run_path(payload, run_name='__main__')
+'''
+
+
+def instructions(host, env, payload, runner=None):
+    """Instructions executed by one run of PAYLOAD (cachegrind, no cache simulation); fails if the module failed.
+
+    With RUNNER (a script's path), the payload runs under that script instead of directly.
+    """
+    command = [sys.executable] + ([runner] if runner else []) + [payload]
+    run = subprocess.run(['valgrind', '--tool=cachegrind', '--cache-sim=no', '--cachegrind-out-file=/dev/null']
+                         + command, env=dict(os.environ, **env), capture_output=True, text=True, check=False)
     result = json.loads(run.stdout)
     if result.get('failed'):
         raise SystemExit('%s failed on %s: %s' % (payload, host, result.get('msg')))
@@ -129,15 +158,22 @@ def main():
         with open(os.path.join(modules_dir, name + '.py'), 'w') as handle:
             handle.write(source)
     installed = installed_simulator(work)
-    rows = [('ping', 'ping'), ('bare', 'load_bare')] + [(label, name) for label, name, dummy in made[1:]] + [
-        ('topology_facts', 'topology_facts')]
+    once = os.path.join(work, 'compile_once.py')
+    with open(once, 'w') as handle:
+        handle.write(COMPILE_ONCE)
+    # (label, module, runner, the row it is compared with)
+    rows = [('ping', 'ping', None, None), ('bare', 'load_bare', None, 'ping')] + [
+        (label, name, None, 'ping') for label, name, dummy in made[1:]] + [
+        ('topology_facts', 'topology_facts', None, 'ping'),
+        (ONCE_PING, 'ping', once, None),
+        ('topology_facts, zipimport compiling once', 'topology_facts', once, ONCE_PING)]
     counts = {}
     for host in HOSTS:
         root, env = simulated_host(work, host, installed)
-        built = payloads(work, host, root, env, [name for dummy, name in rows if name != 'ping'])
-        for label, name in rows:
-            counts[(host, label)] = instructions(host, env, built[name])
-            print('%-16s %-36s %15s' % (host, label, format(counts[(host, label)], ',')))
+        built = payloads(work, host, root, env, sorted(set(name for dummy, name, dummy, dummy in rows) - {'ping'}))
+        for label, name, runner, dummy in rows:
+            counts[(host, label)] = instructions(host, env, built[name], runner)
+            print('%-16s %-42s %15s' % (host, label, format(counts[(host, label)], ',')))
             sys.stdout.flush()
 
     lines = [
@@ -151,13 +187,15 @@ def main():
         '| run | ' + ' | '.join('`%s`' % host for host in HOSTS) + ' |',
         '| --- |' + ' ---: |' * len(HOSTS),
     ]
-    for label, dummy in rows:
+    for label, dummy, dummy, against in rows:
         cells = []
         for host in HOSTS:
-            floor = counts[(host, 'ping')]
             value = counts[(host, label)]
-            cells.append('%.1f M' % (value / 1e6) if label == 'ping' else '%.1f M (+%.1f%%)' % (
-                value / 1e6, 100.0 * (value - floor) / floor))
+            if against is None:
+                cells.append('%.1f M' % (value / 1e6))
+            else:
+                floor = counts[(host, against)]
+                cells.append('%.1f M (+%.1f%%)' % (value / 1e6, 100.0 * (value - floor) / floor))
         lines.append('| %s | %s |' % (label, ' | '.join(cells)))
     lines += [''] + ABOUT
     text = '\n'.join(lines) + '\n'
@@ -177,6 +215,7 @@ def valgrind_version():
     return subprocess.run(['valgrind', '--version'], capture_output=True, text=True, check=False).stdout.strip()
 
 
+ONCE_PING = 'ping, zipimport compiling once'
 ABOUT = [
     'Each variant is topology_facts\' own module file with its `main()` cut short or its imports reduced (see the',
     'script); "import X" rows add one import to "bare", so a row that imports a module also counts what that module',
@@ -185,6 +224,9 @@ ABOUT = [
     'simulator stands in for pynvml, installed with its bytecode compiled as nvidia-ml-py is; a real host\'s NVML',
     'calls cost what the driver costs, which is not counted here. Instructions are not time: they leave out cache',
     'misses and the machine\'s load, and they are the same from run to run, which is why they are used here.',
+    'The last two rows run the same payloads with zipimport compiling each module once instead of twice (the fix',
+    'proposed in CPython pull request #153799; see the script); topology_facts is compared with `ping` run the',
+    'same way.',
 ]
 
 
