@@ -52,9 +52,19 @@ class HostFiles:
 
     @staticmethod
     def _read(path, errors='strict'):
+        # Bare system calls: a fact gathers hundreds of attributes and the name of every process, and open() costs
+        # about twice as much per file. Read to the end of the file, as procfs may return less than was asked.
         try:
-            with open(path, 'rb') as handle:
-                data = handle.read()
+            handle = os.open(path, os.O_RDONLY)
+            try:
+                chunks = []
+                chunk = os.read(handle, 65536)
+                while chunk:
+                    chunks.append(chunk)
+                    chunk = os.read(handle, 65536)
+            finally:
+                os.close(handle)
+            data = b''.join(chunks)
         except (IOError, OSError) as exc:
             if exc.errno in _NO_VALUE:
                 return None
@@ -97,24 +107,12 @@ class HostFiles:
     def process_names(self):
         """(pid, name) of every process in procfs, by PID; the name is the kernel's comm, cut at 15 characters.
 
-        Busy hosts run thousands of processes and the fact is gathered on every play, so each comm is read with
-        bare system calls, about half what open() costs per file. A process that ends while it is read is left out.
+        A process that ends while it is read is left out.
         """
         names = []
-        root = os.path.join(self.procfs_root, '')
         for entry in self.list_proc():
-            if not entry.isdigit():
-                continue
-            path = root + entry + '/comm'
-            try:
-                handle = os.open(path, os.O_RDONLY)
-                try:
-                    data = os.read(handle, 64)
-                finally:
-                    os.close(handle)
-            except OSError as exc:
-                if exc.errno in _NO_VALUE:
-                    continue
-                raise HostFilesError('%s cannot be read (%s); expected a readable file' % (path, exc.strerror or exc))
-            names.append((int(entry), data.decode('utf-8', 'replace').strip()))
+            if entry.isdigit():
+                name = self.read_proc(entry, 'comm')
+                if name is not None:
+                    names.append((int(entry), name.strip()))
         return sorted(names)
