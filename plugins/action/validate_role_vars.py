@@ -3,46 +3,29 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Checks a host's variables for several of the collection's roles against their argument specs, in one task.
+"""Checks a host's variables for several of the collection's roles, in one task: each role's argument spec and its
+value rules (plugin_utils/_role_vars.py, module_utils/_role_values.py).
 
-The site playbook's validate stage runs it on every host before anything changes. A role checks its own variables
-when it starts, but by then earlier roles have changed the host; this reads each role's meta/argument_specs.yml from
-the collection it ships in and reports every problem of every role at once.
+Each role's preflight runs it for its own variables before it changes anything; a site's validate stage can run the
+same checks for every host before any host is reached. Every problem of every role is reported at once.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import re
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action.validate_argument_spec import ActionModule as ValidateArgumentSpec
 
-import yaml
+from ansible_collections.gpufleet.core.plugins.plugin_utils._role_vars import role_names, role_options, role_problems
 
 try:  # ansible-core 2.19 and later render only strings marked as trusted templates
     from ansible.template import trust_as_template
 except ImportError:  # older ansible-core renders any string
     def trust_as_template(value):
         return value
-
-ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles')
-
-
-def role_names():
-    """The collection's roles that have an argument spec."""
-    return sorted(name for name in os.listdir(ROLES_DIR)
-                  if os.path.isfile(os.path.join(ROLES_DIR, name, 'meta', 'argument_specs.yml')))
-
-
-def role_options(role):
-    """The options of a role's main entry point, from its meta/argument_specs.yml."""
-    with open(os.path.join(ROLES_DIR, role, 'meta', 'argument_specs.yml')) as spec_file:
-        specs = yaml.safe_load(spec_file)
-    return specs['argument_specs']['main'].get('options') or {}
 
 
 class ActionModule(ValidateArgumentSpec):
@@ -70,18 +53,12 @@ class ActionModule(ValidateArgumentSpec):
                                     % (', '.join(strange), 'is' if len(strange) == 1 else 'are', ', '.join(known)))
         problems = {}
         for role in roles:
-            options = role_options(role)
-            values = self.get_args_from_task_vars(options, task_vars)
+            values = self.get_args_from_task_vars(role_options(role), task_vars)
             # A default that is a template (gpu_services_mps_daemons: "{{ mps_daemons | default([]) }}") is what the
             # role would get when it runs: render it as the role's defaults would be, rather than check its text.
-            for name, spec in options.items():
-                default = spec.get('default')
-                if name not in values and isinstance(default, str) and '{{' in default:
-                    values[name] = self._templar.template(trust_as_template(default))
-            checked = ArgumentSpecValidator(options).validate(values, validate_role_argument_spec=True)
-            if checked.error_messages:
-                problems[role] = ['%s (see ansible-doc -t role gpufleet.core.%s)' % (message, role)
-                                  for message in checked.error_messages]
+            found = role_problems(role, values, render=lambda text: self._templar.template(trust_as_template(text)))
+            if found:
+                problems[role] = ['%s (see ansible-doc -t role gpufleet.core.%s)' % (problem, role) for problem in found]
         result['changed'] = False
         result['problems'] = problems
         result['roles'] = list(roles)
@@ -90,5 +67,5 @@ class ActionModule(ValidateArgumentSpec):
             result['msg'] = 'role variables that would be refused: %s' % '; '.join(
                 'gpufleet.core.%s: %s' % (role, '; '.join(messages)) for role, messages in sorted(problems.items()))
         else:
-            result['msg'] = 'the variables of %s match their argument specs' % ', '.join(roles)
+            result['msg'] = 'the variables of %s match their argument specs and value rules' % ', '.join(roles)
         return result

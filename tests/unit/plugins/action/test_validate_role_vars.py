@@ -22,7 +22,18 @@ PLAYBOOK = r'''
         roles: [mig, mps, gpu_services, dcgm_exporter]
       vars:
         mps_daemons: [{device: GPU-0, user: infer}]
+        dcgm_exporter_management_cidrs: [10.20.0.0/24]
       register: good
+
+    - name: Values the argument specs take but the roles' value rules refuse
+      gpufleet.core.validate_role_vars:
+        roles: [mps, dcgm_exporter]
+      vars:
+        mps_daemons: [{device: GPU-0, user: infer, default_active_thread_percentage: "50%"}]
+        dcgm_exporter_management_cidrs: "10.20.0.0/24"
+        dcgm_exporter_listen_port: "94000"
+      register: values
+      ignore_errors: true
 
     - name: Two roles with problems
       gpufleet.core.validate_role_vars:
@@ -49,7 +60,7 @@ PLAYBOOK = r'''
 
     - name: Keep what happened
       ansible.builtin.copy:
-        content: "{{ {'good': good, 'bad': bad, 'unknown': unknown, 'wrong_kind': wrong_kind} | to_json }}"
+        content: "{{ {'good': good, 'bad': bad, 'values': values, 'unknown': unknown, 'wrong_kind': wrong_kind} | to_json }}"
         dest: "{{ out }}"
         mode: '0600'
 '''
@@ -78,6 +89,15 @@ def test_problems_of_every_role_are_reported_at_once(tmp_path):
     assert 'gpu_services_services' in ' '.join(bad['problems']['gpu_services'])
     assert bad['msg'].startswith('role variables that would be refused: gpufleet.core.gpu_services: ')
     assert '(see ansible-doc -t role gpufleet.core.mig)' in bad['msg']
+
+    values = got['values']
+    assert values['failed'] and sorted(values['problems']) == ['dcgm_exporter', 'mps']
+    mps = ' '.join(values['problems']['mps'])
+    assert 'mps_daemons[0].default_active_thread_percentage is the string "50%"' in mps and "not '50%'" in mps
+    dcgm = ' '.join(values['problems']['dcgm_exporter'])
+    assert "dcgm_exporter_management_cidrs is the string '10.20.0.0/24'" in dcgm
+    assert 'dcgm_exporter_listen_port is the string "94000"' in dcgm and '1 to 65535' in dcgm
+    assert '(see ansible-doc -t role gpufleet.core.mps)' in values['msg']
 
     assert got['unknown']['failed']
     assert got['unknown']['msg'].startswith('gpufleet.core.validate_role_vars: nginx, ../mig are not a role of '
