@@ -511,7 +511,7 @@ def _count(variable, value, low, allowed, example):
 def _watchdog_path(variable, value, example):
     if path_problem(variable, value) is None:
         return None
-    return '%s is %s; give an absolute path on one line, without spaces, .. or a trailing /, such as %s (it is %s)' % (
+    return '%s is %s; give an absolute path on one line, without .., spaces or a trailing /, such as %s (it is %s)' % (
         variable, shown(value), example, describe(value))
 
 

@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Each role's value checker (module_utils/_role_values.py), one table: every rule refused with a message naming the
+variable and the value as given, and accepted with a good value; each role's own defaults pass."""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.core.plugins.module_utils._role_values import CHECKERS, check_role_values
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+FPR = 'EB693B3035CD5710E231E123A4B469963BF863CC'
+DAEMON = {'device': 'GPU-0', 'user': 'infer'}
+
+
+def defaults(role):
+    with open(os.path.join(REPO, 'roles', role, 'defaults', 'main.yml')) as handle:
+        return yaml.safe_load(handle)
+
+
+# (role, variables over the defaults, fragments a refusal must hold) -- the variable and the value as given.
+REFUSED = [
+    # nvidia_driver
+    ('nvidia_driver', {'nvidia_driver_branch': '57'}, ['nvidia_driver_branch', '"57"', 'three digits']),
+    ('nvidia_driver', {'nvidia_driver_version': 570.133}, ['nvidia_driver_version', 'the number 570.133', 'quote it']),
+    ('nvidia_driver', {'nvidia_driver_version': '580.95.05'}, ['nvidia_driver_version', '"580.95.05"', 'branch']),
+    ('nvidia_driver', {'nvidia_driver_package_version': '570.133.20'},
+     ['nvidia_driver_package_version', '"570.133.20"', 'exact Debian versions']),
+    ('nvidia_driver', {'nvidia_driver_key_fingerprints': ['3BF863CC']},
+     ['nvidia_driver_key_fingerprints', '"3BF863CC"', 'give the full 40-digit fingerprint']),
+    ('nvidia_driver', {'nvidia_driver_key_fingerprints': ['A4B469963BF863CC']},
+     ['nvidia_driver_key_fingerprints', '"A4B469963BF863CC"', 'give the full 40-digit fingerprint']),
+    ('nvidia_driver', {'nvidia_driver_key_fingerprints': FPR}, ['nvidia_driver_key_fingerprints', FPR, 'write [']),
+    ('nvidia_driver', {'nvidia_driver_key_fingerprints': []}, ['nvidia_driver_key_fingerprints is empty']),
+    ('nvidia_driver', {'nvidia_driver_key_fingerprints': ['not-a-key']},
+     ['nvidia_driver_key_fingerprints', '"not-a-key"', '40-digit']),
+    ('nvidia_driver', {'nvidia_driver_repo_url': 'mirror.example.com/cuda'},
+     ['nvidia_driver_repo_url', '"mirror.example.com/cuda"', 'scheme']),
+    ('nvidia_driver', {'nvidia_driver_repo_key_url': 'ftp://mirror/key.pub'}, ['nvidia_driver_repo_key_url', 'ftp://']),
+    ('nvidia_driver', {'nvidia_driver_packages': 'nvidia-driver-570-open'},
+     ['nvidia_driver_packages', '"nvidia-driver-570-open"', 'must be a list']),
+    ('nvidia_driver', {'nvidia_driver_reboot_timeout': '20m'}, ['nvidia_driver_reboot_timeout', '"20m"']),
+    ('nvidia_driver', {'nvidia_driver_module_signing_key': '/var/lib/mok/MOK.priv'},
+     ['nvidia_driver_module_signing_key', '"/var/lib/mok/MOK.priv"', 'set both']),
+    ('nvidia_driver', {'nvidia_driver_efivars_dir': 'sys/firmware'}, ['nvidia_driver_efivars_dir', '"sys/firmware"']),
+    # cuda
+    ('cuda', {'cuda_default_release': 12.1}, ['cuda_default_release is the number 12.1', 'quote it']),
+    ('cuda', {'cuda_default_release': '12'}, ['cuda_default_release', '"12"', 'such as "12.8"']),
+    ('cuda', {'cuda_default_release': '12.9'}, ['cuda_default_release', '"12.9"', 'not a release of cuda_toolkits']),
+    ('cuda', {'cuda_toolkits': {'release': '12.8', 'version': '12.8.1-1'}}, ['cuda_toolkits must be a list', 'mapping']),
+    ('cuda', {'cuda_toolkits': []}, ['cuda_toolkits is empty']),
+    ('cuda', {'cuda_toolkits': ['12.8']}, ['cuda_toolkits[0]', '"12.8"', 'mapping']),
+    ('cuda', {'cuda_toolkits': [{'release': 12.8, 'version': '12.8.1-1'}]},
+     ['cuda_toolkits[0] has the release 12.8 written as a number', 'quote it']),
+    ('cuda', {'cuda_toolkits': [{'release': '12.8', 'version': '12.8.1'}]},
+     ['cuda_toolkits[0].version', '"12.8.1"', 'exact Debian versions']),
+    ('cuda', {'cuda_key_fingerprints': ['3BF863CC']}, ['cuda_key_fingerprints', '"3BF863CC"', 'full 40-digit']),
+    ('cuda', {'cuda_repo_url': 'mirror/cuda'}, ['cuda_repo_url', '"mirror/cuda"', 'scheme']),
+    # container_toolkit
+    ('container_toolkit', {'container_toolkit_version': '1.17.4'}, ['container_toolkit_version', '"1.17.4"']),
+    ('container_toolkit', {'container_toolkit_version': '1.17.4-1\n'}, ['container_toolkit_version', '"1.17.4-1\\n"']),
+    ('container_toolkit', {'container_toolkit_repo_base_url': ''}, ['container_toolkit_repo_base_url', '""', 'scheme']),
+    ('container_toolkit', {'container_toolkit_key_fingerprints': ['DDCAE044F796ECB0']},
+     ['container_toolkit_key_fingerprints', '"DDCAE044F796ECB0"', 'full 40-digit']),
+    ('container_toolkit', {'container_toolkit_runtimes': 'docker'}, ['container_toolkit_runtimes', '"docker"', 'list']),
+    ('container_toolkit', {'container_toolkit_cdi_spec': '/etc/cdi/../nvidia.yaml'},
+     ['container_toolkit_cdi_spec', '"/etc/cdi/../nvidia.yaml"']),
+    # dcgm_exporter
+    ('dcgm_exporter', {'dcgm_exporter_management_cidrs': '10.20.0.0/24'},
+     ["dcgm_exporter_management_cidrs is the string '10.20.0.0/24'", "write ['10.20.0.0/24']"]),
+    ('dcgm_exporter', {'dcgm_exporter_management_cidrs': []}, ['dcgm_exporter_management_cidrs is empty']),
+    ('dcgm_exporter', {'dcgm_exporter_management_cidrs': ['10.20.0.5/24']},
+     ["'10.20.0.5/24' has host bits set", 'the network is 10.20.0.0/24']),
+    ('dcgm_exporter', {'dcgm_exporter_management_cidrs': ['lan']},
+     ['dcgm_exporter_management_cidrs', "'lan' is not a network"]),
+    ('dcgm_exporter', {'dcgm_exporter_version': '4.1.3'}, ['dcgm_exporter_version', '"4.1.3"', 'exact Debian versions']),
+    ('dcgm_exporter', {'dcgm_exporter_dcgm_version': '4.2.3'}, ['dcgm_exporter_dcgm_version', '"4.2.3"']),
+    ('dcgm_exporter', {'dcgm_exporter_cuda_major': '12.8'}, ['dcgm_exporter_cuda_major', '"12.8"', 'digits only']),
+    ('dcgm_exporter', {'dcgm_exporter_mode': 'container', 'dcgm_exporter_image': ''},
+     ['dcgm_exporter_image', '""', 'container mode needs an image']),
+    ('dcgm_exporter', {'dcgm_exporter_listen_port': 94000}, ['dcgm_exporter_listen_port', 'the integer 94000', '65535']),
+    ('dcgm_exporter', {'dcgm_exporter_listen_port': '9400x'}, ['dcgm_exporter_listen_port', '"9400x"']),
+    ('dcgm_exporter', {'dcgm_exporter_counters': []}, ['dcgm_exporter_counters is empty']),
+    ('dcgm_exporter', {'dcgm_exporter_counters': [{'field': 'GPU_TEMP', 'type': 'gauge', 'help': 'Temperature.'}]},
+     ['dcgm_exporter_counters[0].field', '"GPU_TEMP"', 'DCGM_FI_']),
+    ('dcgm_exporter', {'dcgm_exporter_counters': [{'field': 'DCGM_FI_DEV_GPU_TEMP', 'type': 'histogram',
+                                                   'help': 'Temperature.'}]},
+     ['dcgm_exporter_counters[0].type', '"histogram"', 'gauge, counter or label']),
+    ('dcgm_exporter', {'dcgm_exporter_counters': [{'field': 'DCGM_FI_DEV_GPU_TEMP', 'type': 'gauge',
+                                                   'help': 'Temperature, in C.'}]},
+     ['dcgm_exporter_counters[0].help', '"Temperature, in C."', 'without commas']),
+    ('dcgm_exporter', {'dcgm_exporter_tls_cert_file': '/etc/ssl/exporter.pem'},
+     ['dcgm_exporter_tls_cert_file is the string "/etc/ssl/exporter.pem"', 'dcgm_exporter_tls_key_file', 'both']),
+    ('dcgm_exporter', {'dcgm_exporter_basic_auth_users': {'prometheus': 'secret'}},
+     ['dcgm_exporter_basic_auth_users["prometheus"]', '"secret"', 'bcrypt']),
+    ('dcgm_exporter', {'dcgm_exporter_key_fingerprints': ['3BF863CC']},
+     ['dcgm_exporter_key_fingerprints', '"3BF863CC"', 'full 40-digit']),
+    # mps
+    ('mps', {'mps_daemons': [dict(DAEMON, default_active_thread_percentage='50%')]},
+     ['mps_daemons[0].default_active_thread_percentage', '"50%"', 'expected a number from 1 to 100', "write 50"]),
+    ('mps', {'mps_daemons': [dict(DAEMON, default_active_thread_percentage=0)]},
+     ['mps_daemons[0].default_active_thread_percentage', 'the integer 0', '1 to 100']),
+    ('mps', {'mps_daemons': [dict(DAEMON, clients=[{'name': 'llm', 'active_thread_percentage': 150}])]},
+     ['mps_daemons[0].clients[0].active_thread_percentage', 'the integer 150']),
+    ('mps', {'mps_daemons': [dict(DAEMON, default_pinned_mem_limits='20G')]},
+     ['mps_daemons[0]', 'default_pinned_mem_limits', 'did you mean default_pinned_mem_limit?']),
+    ('mps', {'mps_daemons': {'device': 'GPU-0'}}, ['mps_daemons', 'the mapping', 'list of daemons']),
+    ('mps', {'mps_daemons': [dict(DAEMON, clients='llm')]}, ['mps_daemons[0].clients', '"llm"']),
+    ('mps', {'mps_pipe_root': '/run/../etc'}, ['mps_pipe_root', '"/run/../etc"', 'under /run/']),
+    ('mps', {'mps_pipe_root': '/tmp/mps'}, ['mps_pipe_root', '"/tmp/mps"']),
+    ('mps', {'mps_log_root': '/var/log/gpufleet-mps\n'}, ['mps_log_root', '"/var/log/gpufleet-mps\\n"']),
+    ('mps', {'mps_time_slicing_devices': 'GPU-0'}, ['mps_time_slicing_devices', '"GPU-0"', 'list']),
+    # gpu_watchdog
+    ('gpu_watchdog', {'gpu_watchdog_memory_budget_percent': '85%'},
+     ['gpu_watchdog_memory_budget_percent', 'the string "85%"', 'without the % sign']),
+    ('gpu_watchdog', {'gpu_watchdog_memory_budget_percent': 101}, ['gpu_watchdog_memory_budget_percent', '101', '1 to 100']),
+    ('gpu_watchdog', {'gpu_watchdog_service_budgets': {'imagegen': '80%'}},
+     ['gpu_watchdog_service_budgets["imagegen"]', '"80%"', 'without the % sign']),
+    ('gpu_watchdog', {'gpu_watchdog_service_budgets': [{'imagegen': 80}]},
+     ['gpu_watchdog_service_budgets', '[{"imagegen": 80}]', 'a mapping']),
+    ('gpu_watchdog', {'gpu_watchdog_service_budgets': {'image gen': 80}},
+     ['gpu_watchdog_service_budgets', '"image gen"', 'not a service name']),
+    ('gpu_watchdog', {'gpu_watchdog_interval_sec': '30s'}, ['gpu_watchdog_interval_sec ("30s")', 'without a unit']),
+    ('gpu_watchdog', {'gpu_watchdog_interval_sec': 0}, ['gpu_watchdog_interval_sec (0)', '1 or more']),
+    ('gpu_watchdog', {'gpu_watchdog_rate_limit_restarts': 0}, ['gpu_watchdog_rate_limit_restarts (0)']),
+    ('gpu_watchdog', {'gpu_watchdog_min_uptime_sec': -5}, ['gpu_watchdog_min_uptime_sec (-5)', '0 or more']),
+    ('gpu_watchdog', {'gpu_watchdog_reboot_cooldown_sec': -1}, ['gpu_watchdog_reboot_cooldown_sec (-1)']),
+    ('gpu_watchdog', {'gpu_watchdog_interval_sec': 60, 'gpu_watchdog_rate_limit_window_sec': 30},
+     ['gpu_watchdog_rate_limit_window_sec (30)', 'gpu_watchdog_interval_sec (60)', 'Lengthen the window']),
+    ('gpu_watchdog', {'gpu_watchdog_xid_event_wait_ms': 30000},
+     ['gpu_watchdog_xid_event_wait_ms (30000)', 'shorter than the interval']),
+    ('gpu_watchdog', {'gpu_watchdog_max_remote_fraction': 2}, ['gpu_watchdog_max_remote_fraction (2)', '0.02']),
+    ('gpu_watchdog', {'gpu_watchdog_max_remote_fraction': '2%'}, ['gpu_watchdog_max_remote_fraction ("2%")']),
+    ('gpu_watchdog', {'gpu_watchdog_plan_file': '/etc/gpufleet/placement.json\n'},
+     ['gpu_watchdog_plan_file is "/etc/gpufleet/placement.json\\n"', 'on one line']),
+    ('gpu_watchdog', {'gpu_watchdog_python_interpreter': 'python3'},
+     ['gpu_watchdog_python_interpreter is "python3"', 'absolute']),
+    ('gpu_watchdog', {'gpu_watchdog_reset_stop_units': ['dcgm;reboot.service']},
+     ['gpu_watchdog_reset_stop_units', 'dcgm;reboot.service']),
+    ('gpu_watchdog', {'gpu_watchdog_mig_unit': 'gpufleet-mig'}, ['gpu_watchdog_mig_unit', '"gpufleet-mig"']),
+    ('gpu_watchdog', {'gpu_watchdog_mps_unit_prefix': 'gpufleet mps@'}, ['gpu_watchdog_mps_unit_prefix', '"gpufleet mps@"']),
+    ('gpu_watchdog', {'gpu_watchdog_gpu_reset_command': 'nvidia-smi --gpu-reset -i'},
+     ['gpu_watchdog_gpu_reset_command must be a non-empty list of words', 'got "nvidia-smi --gpu-reset -i"']),
+    ('gpu_watchdog', {'gpu_watchdog_gpu_reset_command': []}, ['gpu_watchdog_gpu_reset_command', 'got []']),
+    ('gpu_watchdog', {'gpu_watchdog_environment': ['A=1']}, ['gpu_watchdog_environment must be a mapping', '["A=1"]']),
+    ('gpu_watchdog', {'gpu_watchdog_environment': {'A': 'x"y'}}, ['gpu_watchdog_environment["A"]', 'without quotes']),
+    ('gpu_watchdog', {'gpu_watchdog_environment': {'A B': 'x'}}, ['gpu_watchdog_environment', '"A B"']),
+    ('gpu_watchdog', {'gpu_watchdog_fleet_max_quarantined': '10%'},
+     ['gpu_watchdog_fleet_max_quarantined must be a whole number', 'got "10%"']),
+    ('gpu_watchdog', {'gpu_watchdog_fleet_max_quarantined': -1}, ['gpu_watchdog_fleet_max_quarantined', 'got -1']),
+    ('gpu_watchdog', {'gpu_watchdog_fleet_prometheus_url': '10.20.3.41:9090'},
+     ['gpu_watchdog_fleet_prometheus_url an http(s) URL', 'got "10.20.3.41:9090"']),
+    ('gpu_watchdog', {'gpu_watchdog_fleet_prometheus_url': 'http://10.20.3.41:9090/'},
+     ['gpu_watchdog_fleet_prometheus_url', '"http://10.20.3.41:9090/"', 'no trailing slash']),
+]
+
+# (role, variables over the defaults): each a good value for a rule above, some in the form -e or INI gives.
+ACCEPTED = [
+    ('nvidia_driver', {'nvidia_driver_branch': 580, 'nvidia_driver_version': '580.95.05'}),
+    ('nvidia_driver', {'nvidia_driver_package_version': '570.133.20-0ubuntu1'}),
+    ('nvidia_driver', {'nvidia_driver_key_fingerprints': ['EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC']}),
+    ('nvidia_driver', {'nvidia_driver_repo_url': 'file:///srv/mirror/cuda', 'nvidia_driver_repo_key_url': ''}),
+    ('nvidia_driver', {'nvidia_driver_packages': ['nvidia-driver-570-open'], 'nvidia_driver_reboot_timeout': '600'}),
+    ('nvidia_driver', {'nvidia_driver_module_signing_key': '/var/lib/mok/MOK.priv',
+                       'nvidia_driver_module_signing_cert': '/var/lib/mok/MOK.der'}),
+    ('cuda', {'cuda_toolkits': [{'release': '12.8', 'version': '12.8.1-1'}, {'release': '12.10', 'version': '12.10.0-1'}],
+              'cuda_default_release': '12.10'}),
+    ('cuda', {'cuda_repo_url': 'https://mirror.example.com/cuda/ubuntu2204/x86_64'}),
+    ('container_toolkit', {'container_toolkit_version': '1.17.4-1', 'container_toolkit_runtimes': ['docker', 'containerd']}),
+    ('dcgm_exporter', {'dcgm_exporter_management_cidrs': ['10.20.0.0/24', 'FD00::/64'], 'dcgm_exporter_listen_port': '9400'}),
+    ('dcgm_exporter', {'dcgm_exporter_management_cidrs': ['10.20.0.0/24'], 'dcgm_exporter_mode': 'container',
+                       'dcgm_exporter_version': 'ignored in container mode', 'dcgm_exporter_cuda_major': 12}),
+    ('dcgm_exporter', {'dcgm_exporter_management_cidrs': ['10.20.0.0/24'],
+                       'dcgm_exporter_tls_cert_file': '/etc/ssl/exporter.pem', 'dcgm_exporter_tls_key_file': '/etc/ssl/exporter.key',
+                       'dcgm_exporter_basic_auth_users': {'prometheus': '$2y$10$' + 'a' * 53}}),
+    ('mps', {'mps_daemons': [dict(DAEMON, default_active_thread_percentage='50', clients=[
+        {'name': 'llm', 'active_thread_percentage': 25.5}])], 'mps_time_slicing_devices': ['GPU-1']}),
+    ('mps', {'mps_pipe_root': '/run/gpufleet-mps/a', 'mps_log_root': '/var/log/mps'}),
+    ('gpu_watchdog', {'gpu_watchdog_memory_budget_percent': '85', 'gpu_watchdog_service_budgets': {'imagegen': 80.5}}),
+    ('gpu_watchdog', {'gpu_watchdog_interval_sec': '60', 'gpu_watchdog_rate_limit_window_sec': 60,
+                      'gpu_watchdog_xid_event_wait_ms': 59999, 'gpu_watchdog_max_remote_fraction': '0.5'}),
+    ('gpu_watchdog', {'gpu_watchdog_fleet_max_quarantined': '2', 'gpu_watchdog_fleet_prometheus_url': 'http://10.20.3.41:9090',
+                      'gpu_watchdog_mig_unit': '', 'gpu_watchdog_environment': {'CUDA_VISIBLE_DEVICES': 0}}),
+]
+
+
+def _values(role, changes):
+    values = defaults(role)
+    if role == 'gpu_watchdog':  # the defaults that are templates, as the role renders them without gpu_services
+        values.update(gpu_watchdog_plan_file='/etc/gpufleet/placement.json', gpu_watchdog_mps_unit_prefix='gpufleet-mps@')
+    if role == 'dcgm_exporter':
+        values['dcgm_exporter_management_cidrs'] = ['10.20.0.0/24']
+    values.update(changes)
+    return values
+
+
+@pytest.mark.parametrize('role, changes, fragments', REFUSED, ids=['%s-%d' % (case[0], n) for n, case in enumerate(REFUSED)])
+def test_refused_naming_the_variable_and_value(role, changes, fragments):
+    problems = check_role_values(role, _values(role, changes))
+    assert problems, 'accepted: %r' % (changes,)
+    text = ' | '.join(problems)
+    missing = [fragment for fragment in fragments if fragment not in text]
+    assert not missing, 'the message lacks %r: %s' % (missing, text)
+    for problem in problems:
+        assert 'Traceback' not in problem and 'Error' not in problem, problem
+
+
+@pytest.mark.parametrize('role, changes', ACCEPTED, ids=['%s-%d' % (case[0], n) for n, case in enumerate(ACCEPTED)])
+def test_accepted(role, changes):
+    assert check_role_values(role, _values(role, changes)) == []
+
+
+@pytest.mark.parametrize('role', sorted(CHECKERS))
+def test_the_role_defaults_pass(role):
+    assert check_role_values(role, _values(role, {})) == []
+
+
+def test_every_role_has_refused_and_accepted_cases():
+    assert set(case[0] for case in REFUSED) == set(CHECKERS) == set(case[0] for case in ACCEPTED)
+
+
+def test_a_role_without_a_checker_and_missing_variables():
+    assert check_role_values('mig', {'mig_reset_strategy': 'rest'}) == []
+    assert check_role_values('cuda', {}) == []  # nothing given, nothing checked: the caller fills in the defaults
