@@ -243,12 +243,11 @@ def file_strings(relpath):
             for node in parse(source, False, **options).find_all(jinja2.nodes.Const) if isinstance(node.value, str)]
 
 
+# The guards that moved from the roles' preflights into Python (gpu_watchdog_mig_unit, mps_pipe_root, the driver's
+# package version) are held to the same values in tests/unit/plugins/module_utils/test_role_values.py.
 @pytest.mark.parametrize('relpath, test, variable, accepted, refused', [
     ('roles/gpu_services/tasks/preflight.yml', 'match', 'gpu_services_unit_prefix',
      ['gpufleet-svc-', 'a.b_c-1'], ['gpufleet-svc-\n', 'gpufleet/svc', 'svc@x', '']),
-    ('roles/gpu_watchdog/tasks/preflight.yml', 'match', 'gpu_watchdog_mig_unit',
-     ['gpufleet-mig.service', 'nvidia-mig@0:1.service'],
-     ['gpufleet-mig.service\n', 'gpufleet-migXservice', 'gpufleet-mig.target', 'a b.service']),
     ('roles/monitoring/tasks/preflight.yml', 'match', 'monitoring_prometheus_service',
      ['prometheus', 'prometheus@main.service', ''], ['prometheus\n', 'prom etheus', 'prometheus;']),
     # The unit template's ExecStart words that need no quoting.
@@ -256,10 +255,6 @@ def file_strings(relpath):
      ['/usr/bin/podman', '--port=8080', 'registry.example.com/rerank:1.4'], ['a b', '/usr/bin/x\n', 'a"b', '$HOME']),
     ('roles/gpu_services/tasks/preflight.yml', 'match', 'gpu_services_plan_file',
      ['/etc/gpufleet/placement.json', '/a'], ['/etc/gpufleet/placement.json\n', 'etc/placement.json', '/etc/gpufleet/']),
-    ('roles/mps/tasks/preflight.yml', 'match', 'mps_pipe_root',
-     ['/run/gpufleet-mps', '/run/a/b.c'], ['/run/gpufleet-mps\n', '/run/../etc', '/run/.', '/run/a/', '/runx', '/run']),
-    ('roles/nvidia_driver/tasks/preflight.yml', 'match', '_nvidia_driver_package_version',
-     ['570.133.20-1', '1:4.2.3-1'], ['570.133.20', '570.133.20-1\n']),
 ])
 def test_a_guard_accepts_and_refuses_what_it_did(relpath, test, variable, accepted, refused):
     for pattern in file_patterns(relpath, test, variable):

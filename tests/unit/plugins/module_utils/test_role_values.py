@@ -219,6 +219,20 @@ def test_the_role_defaults_pass(role):
     assert check_role_values(role, _values(role, {})) == []
 
 
+# The guards that were Jinja patterns in the preflights (tests/unit/roles/test_jinja_escapes.py held them), held to
+# the same values: a trailing line break fails.
+@pytest.mark.parametrize('role, variable, accepted, refused', [
+    ('gpu_watchdog', 'gpu_watchdog_mig_unit', ['gpufleet-mig.service', 'nvidia-mig@0:1.service'],
+     ['gpufleet-mig.service\n', 'gpufleet-migXservice', 'gpufleet-mig.target', 'a b.service']),
+    ('mps', 'mps_pipe_root', ['/run/gpufleet-mps', '/run/a/b.c'],
+     ['/run/gpufleet-mps\n', '/run/../etc', '/run/.', '/run/a/', '/runx', '/run']),
+    ('nvidia_driver', 'nvidia_driver_package_version', ['570.133.20-1', '1:4.2.3-1'], ['570.133.20', '570.133.20-1\n']),
+])
+def test_a_guard_accepts_and_refuses_what_the_preflight_did(role, variable, accepted, refused):
+    assert [value for value in accepted if check_role_values(role, _values(role, {variable: value}))] == []
+    assert [value for value in refused if not check_role_values(role, _values(role, {variable: value}))] == []
+
+
 def test_every_role_has_refused_and_accepted_cases():
     assert set(case[0] for case in REFUSED) == set(CHECKERS) == set(case[0] for case in ACCEPTED)
 
