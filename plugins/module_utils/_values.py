@@ -132,7 +132,7 @@ def label_problem(variable, value, what):
     """A failure-domain label (data centre, rack): a non-empty string of letters, digits, '_', '.' and '-'."""
     if isinstance(value, str) and _LABEL.fullmatch(value):
         return None
-    if isinstance(value, str) and not value:
+    if value is None or (isinstance(value, str) and not value):
         return "%s is not set; set it to the host's %s (letters, digits, _ . -), such as hk1-a" % (variable, what)
     if not isinstance(value, str):
         return '%s is %s; give a string, the %s (letters, digits, _ . -), such as "hk1-a"' % (

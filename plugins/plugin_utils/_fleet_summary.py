@@ -44,6 +44,7 @@ class FleetRun:
         self.unreachable = {}
         self.monitoring = {}  # monitoring host -> its Prometheus report (the monitoring role's)
         self.report = None  # the report stage's line: where the page is
+        self.fleet_problems = []  # the validate stage's problems of the fleet as a whole (no host's)
 
     def facts(self, host, facts):
         """A task's ansible_facts for HOST (delegated facts of localhost included)."""
@@ -51,6 +52,11 @@ class FleetRun:
         if isinstance(preflight, dict):
             self.run_hosts = list(preflight.get('run_hosts') or [])
             self.preflight_failures = dict(preflight.get('failures') or {})
+        verdict = facts.get('_gpufleet_fleet')
+        if isinstance(verdict, dict):
+            self.fleet_problems = [_short(problem, 1000) for problem in verdict.get('fleet_problems') or []]
+            for name, found in sorted((verdict.get('host_problems') or {}).items()):
+                self.refusal(name, 'validate', '; '.join(found))
         rollout = facts.get('_gpufleet_rollout')
         if isinstance(rollout, dict):
             self.rollout_hosts = list(rollout.get('hosts') or [])
@@ -123,7 +129,7 @@ class FleetRun:
 
     def lines(self):
         found = self.results()
-        if not found:
+        if not found and not self.fleet_problems:
             return []
         counts = {}
         for result, _line in found.values():
@@ -139,4 +145,5 @@ class FleetRun:
             # Ansible runs no later play once a batch went over its failure limit; --tags can leave the stage out.
             report = ['Fleet report: not written (its stage did not run: --tags left it out, or the run stopped first); '
                       'ansible-playbook gpufleet.core.report writes it']
-        return [line for _result, line in found.values()] + prometheus + report + [total]
+        fleet = ['FLEET: %s' % problem for problem in self.fleet_problems]
+        return [line for _result, line in found.values()] + fleet + prometheus + report + [total]

@@ -81,7 +81,7 @@ def fleet(tmp_path, host_vars=None, extra_groups=None):
                            'exec %s "$@"\n' % (SIM_DIR, _describe(tmp_path, host, source),
                                                tmp_path / (host + '-state.json'), sys.executable))
         wrapper.chmod(0o755)
-        for group in (klass, rack):
+        for group in (klass, rack, 'dc_' + rack.split('_')[0]):  # the example's failure-domain groups
             members.setdefault(group, {'hosts': {}})['hosts'][host] = None
         members[klass]['hosts'][host] = {'ansible_host': address, 'ansible_python_interpreter': str(wrapper)}
     for group, hosts in (extra_groups or {}).items():
@@ -147,14 +147,15 @@ def test_a_missing_group_and_a_missing_failure_domain_are_named(tmp_path):
 
     ran, kept = run_stages(tmp_path, fleet(tmp_path / 'again'), extra={'gpufleet_batch_by': 'gpufleet_row'})
     assert ran.returncode != 0 and kept is None
-    assert all("%s: gpufleet_batch_by is gpufleet_row, but the host's gpufleet_row is not set" % host in ran.stdout
-               for host in HOSTS)
+    assert all("%s: gpufleet_row is not set; set it to the host's failure domain" % host in ran.stdout
+               and '(gpufleet_batch_by is gpufleet_row)' in ran.stdout for host in HOSTS)
 
 
 def test_one_bad_host_stops_the_run_before_any_host_is_read(tmp_path):
     ran, kept = run_stages(tmp_path, fleet(tmp_path, host_vars={'hk2-cpu-01': {'gpufleet_management_address': '10.30.3.41/24'}}))
     assert ran.returncode != 0 and kept is None
-    assert "hk2-cpu-01: gpufleet_management_address '10.30.3.41/24' is not an IP address" in ran.stdout
+    assert ('hk2-cpu-01: gpufleet_management_address is the string "10.30.3.41/24", a network (with a prefix '
+            'length); give the address alone, such as 10.30.3.41') in ran.stdout
     assert ('Validation failed on 1 host(s): hk2-cpu-01. Nothing was changed on any host; fix the values named above '
             'and run again.') in ran.stdout
     assert 'Preflight every host' not in ran.stdout

@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+
+def _model():
+    # Imported on first use: ansible-core imports every filter file of the collection to find any one filter.
+    from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory
+    return _fleet_inventory
+
+
+def preflight_failures(run_hosts, alive_hosts, reasons):
+    """Host -> why it failed preflight: its recorded reason, or that it went away (unreachable, or a failure the
+    rescue could not catch)."""
+    if not isinstance(run_hosts, list) or not isinstance(alive_hosts, list) or not isinstance(reasons, list) \
+            or len(reasons) != len(run_hosts):
+        raise AnsibleFilterError('gpufleet.core.preflight_failures: give ansible_play_hosts_all, ansible_play_hosts '
+                                 'and one reason per host of the first list (empty when it passed)')
+    failures = {}
+    for host, reason in zip(run_hosts, reasons):
+        if reason:
+            failures[host] = str(reason)
+        elif host not in alive_hosts:
+            failures[host] = 'unreachable, or failed before preflight could record why'
+    return failures
+
+
+def rollout_plan(run_hosts, failures, domains, settings):
+    """The hosts that passed preflight in batch order, with the play's serial and max_fail_percentage."""
+    if not isinstance(run_hosts, list) or not isinstance(failures, dict) or not isinstance(settings, dict) \
+            or not isinstance(domains, list) or len(domains) != len(run_hosts):
+        raise AnsibleFilterError('gpufleet.core.rollout_plan: give ansible_play_hosts_all, the preflight failures, '
+                                 "each host's failure domain (one per host) and the validated settings "
+                                 "(hostvars['localhost']['_gpufleet_fleet']['settings'])")
+    return _model().rollout_plan(run_hosts, failures, dict(zip(run_hosts, domains)), settings)
+
+
+class FilterModule:
+    """The fleet model's rollout: which hosts failed preflight, and the batches of the others."""
+
+    def filters(self):
+        return {'preflight_failures': preflight_failures, 'rollout_plan': rollout_plan}

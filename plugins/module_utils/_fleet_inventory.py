@@ -1,0 +1,425 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The fleet model: what the inventory says about each host and about the fleet, checked once, in Python.
+
+A host's inventory values (management address and networks, data centre and rack, hardware class, expected GPUs),
+the failure domains (each host in one rack group, each rack group in one data-centre group, each host in one
+hardware-class group), the site playbook's rollout settings, the rollout's batches, and the monitoring targets. The
+validate stage, the preflight stage's rollout plan and the monitoring role read them from here; templates only format
+text. Inputs are plain data (the adapter in plugin_utils reads them from Ansible's hostvars). Pure code; a private
+module: its API may change without notice.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import math
+import re
+
+from ansible_collections.gpufleet.core.plugins.module_utils._values import (
+    address, address_problem, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
+    shown, url_problem, whole_number)
+
+PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
+DRIVERS_ROLES = ('nvidia_driver', 'container_toolkit', 'cuda')
+STAGE_SWITCHES = ('gpufleet_drivers_enabled', 'gpufleet_exporter_enabled', 'gpufleet_partition_enabled',
+                  'gpufleet_services_enabled', 'gpufleet_verify_enabled', 'gpufleet_watchdog_enabled',
+                  'gpufleet_monitoring_enabled', 'gpufleet_report_enabled')
+# The settings of the whole run: play keywords and fleet-wide switches, which must not differ between hosts.
+FLEET_SETTINGS = ('gpufleet_gpu_group', 'gpufleet_required_groups', 'gpufleet_serial', 'gpufleet_batch_by',
+                  'gpufleet_max_fail_percentage', 'gpufleet_preflight_policy', 'gpufleet_drivers_roles',
+                  'gpufleet_watchdog_max_quarantined', 'gpufleet_watchdog_prometheus_url', 'gpufleet_monitoring_group',
+                  'gpufleet_class_groups', 'gpufleet_dc_groups', 'gpufleet_rack_groups',
+                  'gpufleet_verify_max_remote_fraction') + STAGE_SWITCHES
+# A host's own inventory values.
+HOST_VALUES = ('gpufleet_management_address', 'gpufleet_management_cidrs', 'gpufleet_dc', 'gpufleet_rack',
+               'gpufleet_expected_gpus')
+_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+PROMETHEUS_PORT = 9090
+
+
+class FleetError(ValueError):
+    """Settings the fleet model cannot work with; the message names the variables and the fix."""
+
+
+# -- the run's settings -----------------------------------------------------------------------------------------
+
+
+def _serial_item(value):
+    """A batch size as Ansible's serial keyword takes it: a whole number of hosts (1 or more) or 'N%' (1-100)."""
+    parsed = percentage(value)
+    if parsed is None:
+        return None
+    number, percent = parsed
+    if number != int(number) or number < 1 or (percent and number > 100):
+        return None
+    if percent:
+        return '%d%%' % number
+    return int(number) if not isinstance(value, str) or value.strip().isdigit() else None
+
+
+def _group_list(variable, value, problems):
+    """A list of group names or shell patterns (dc_*), as given; a string is one name."""
+    if isinstance(value, str):
+        value = [value] if value else []
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        problems.append('%s is %s; give a list of inventory group names or patterns, such as ["dc_*"]'
+                        % (variable, describe(value)))
+        return []
+    return value
+
+
+def check_settings(values, groups):
+    """The run's settings, normalised ({name: value}), and the problems of those that are wrong.
+
+    ``values`` maps each FLEET_SETTINGS name to its value (the role's defaults filled in); ``groups`` is the
+    inventory's {group: [hosts]}.
+    """
+    problems = []
+    settings = {}
+    for name in STAGE_SWITCHES:
+        settings[name] = boolean(values[name])
+        if settings[name] is None:
+            problems.append('%s is %s; give true or false' % (name, describe(values[name])))
+    serial = values['gpufleet_serial']
+    items = serial if isinstance(serial, list) else [serial]
+    normalised = [_serial_item(item) for item in items]
+    if not items or None in normalised:
+        problems.append('gpufleet_serial is %s; give the hosts per batch as a whole number of at least 1 (such as 5), '
+                        'a percentage from 1%% to 100%% as a string (such as "20%%"), or a list of those for growing '
+                        'batches (such as [1, "10%%", "100%%"])' % describe(serial))
+    settings['gpufleet_serial'] = normalised if isinstance(serial, list) else normalised[0]
+    batch_by = values['gpufleet_batch_by']
+    if batch_by is None:
+        batch_by = ''
+    if not isinstance(batch_by, str) or (batch_by and not _NAME.fullmatch(batch_by)):
+        problems.append("gpufleet_batch_by is %s; give the name of the host variable that names each host's failure "
+                        "domain, such as gpufleet_rack or gpufleet_dc, or '' to batch by gpufleet_serial"
+                        % describe(batch_by))
+    # A wrong setting is reported once, here: the hosts are then checked without it rather than each refused for it.
+    settings['gpufleet_batch_by'] = batch_by if isinstance(batch_by, str) and _NAME.fullmatch(batch_by) else ''
+    max_fail = whole_number(values['gpufleet_max_fail_percentage'])
+    if max_fail is None or not 0 <= max_fail <= 100:
+        problems.append('gpufleet_max_fail_percentage is %s; give a whole number from 0 to 100 (the share of a batch '
+                        'that may fail before the rollout stops; 0 stops it at the first failure)'
+                        % describe(values['gpufleet_max_fail_percentage']))
+    settings['gpufleet_max_fail_percentage'] = max_fail
+    policy = values['gpufleet_preflight_policy']
+    if policy not in PREFLIGHT_POLICIES:
+        problems.append('gpufleet_preflight_policy is %s; give all_or_nothing (no host is changed unless every host '
+                        'passed preflight) or skip_failed (failed hosts are quarantined, the others go on)'
+                        % describe(policy))
+    settings['gpufleet_preflight_policy'] = policy
+    roles = values['gpufleet_drivers_roles']
+    if not isinstance(roles, list) or any(role not in DRIVERS_ROLES for role in roles):
+        problems.append('gpufleet_drivers_roles is %s; give a list of %s, in the order they run'
+                        % (describe(roles), ', '.join(DRIVERS_ROLES)))
+    settings['gpufleet_drivers_roles'] = roles if isinstance(roles, list) else []
+    for name in ('gpufleet_gpu_group', 'gpufleet_monitoring_group'):
+        value = values[name]
+        if not isinstance(value, str) or not value:
+            problems.append('%s is %s; give the name of an inventory group' % (name, describe(value)))
+        settings[name] = value if isinstance(value, str) else ''
+    required = values['gpufleet_required_groups']
+    if not isinstance(required, list) or not all(isinstance(item, str) for item in required):
+        problems.append('gpufleet_required_groups is %s; give a list of group names, such as ["gpu_hosts"]'
+                        % describe(required))
+        required = []
+    missing = [group for group in sorted(set(required + [settings['gpufleet_gpu_group']])) if group and group not in groups]
+    if missing:
+        problems.append('The inventory has no group %s: define %s (see examples/hk-fleet/inventory/hosts.yml), or '
+                        'change gpufleet_required_groups or gpufleet_gpu_group'
+                        % (', '.join(missing), 'it' if len(missing) == 1 else 'them'))
+    settings['gpufleet_class_groups'] = _group_list('gpufleet_class_groups', values['gpufleet_class_groups'], problems)
+    # A class may be declared before its first host; a data centre or a rack that matches no group is a typo.
+    for name in ('gpufleet_dc_groups', 'gpufleet_rack_groups'):
+        settings[name] = _group_list(name, values[name], problems)
+        unmatched = [pattern for pattern in settings[name] if not fnmatch.filter(groups, pattern)]
+        if unmatched:
+            problems.append('%s names %s, which %s no inventory group; fix the name or add the group'
+                            % (name, ', '.join(unmatched), 'matches' if len(unmatched) == 1 else 'match'))
+            settings[name] = []
+    cap = values['gpufleet_watchdog_max_quarantined']
+    parsed = percentage(cap)
+    if parsed is None or parsed[0] != int(parsed[0]) or parsed[0] < 0 or (parsed[1] and parsed[0] > 100) \
+            or (not parsed[1] and isinstance(cap, str) and not cap.strip().isdigit()):
+        problems.append('gpufleet_watchdog_max_quarantined is %s; give a number of hosts (0 for no cap) or a '
+                        'percentage of the GPU hosts as a string, such as "10%%"' % describe(cap))
+        settings['gpufleet_watchdog_max_quarantined'] = None
+    else:
+        settings['gpufleet_watchdog_max_quarantined'] = parsed
+    problem = url_problem('gpufleet_watchdog_prometheus_url', values['gpufleet_watchdog_prometheus_url'],
+                          allow_empty=True)
+    if problem:
+        problems.append(problem + " for the monitoring host's")
+    settings['gpufleet_watchdog_prometheus_url'] = values['gpufleet_watchdog_prometheus_url'] if not problem else ''
+    fraction = decimal_number(values['gpufleet_verify_max_remote_fraction'])
+    if fraction is None or not 0 < fraction < 1:
+        problems.append('gpufleet_verify_max_remote_fraction is %s; give a fraction above 0 and below 1, such as 0.02 '
+                        '(2%% of pages on another NUMA node)' % describe(values['gpufleet_verify_max_remote_fraction']))
+    settings['gpufleet_verify_max_remote_fraction'] = fraction
+    return settings, problems
+
+
+def settings_that_differ(per_host):
+    """Fleet settings whose value is not the same on every host: {name: {shown value: [hosts]}}.
+
+    Play keywords (serial, max_fail_percentage) are read once for the whole run, so a value set for some hosts only
+    would silently apply to all or none of them.
+    """
+    found = {}
+    for name in FLEET_SETTINGS:
+        seen = {}
+        for host, values in per_host.items():
+            if name in values:
+                seen.setdefault(shown(values[name]), []).append(host)
+        if len(seen) > 1:
+            found[name] = dict((value, sorted(hosts)) for value, hosts in seen.items())
+    return found
+
+
+# -- hosts ------------------------------------------------------------------------------------------------------------
+
+
+def _matching(groups_of_host, patterns):
+    return sorted(group for group in groups_of_host if any(fnmatch.fnmatchcase(group, p) for p in patterns))
+
+
+def expected_gpus(value):
+    """(count, model, problem): the GPUs a hardware class promises, from gpufleet_expected_gpus."""
+    if not isinstance(value, dict):
+        return 0, '', ('gpufleet_expected_gpus is %s; give a mapping such as {count: 4, model: NVIDIA A100 80GB PCIe} '
+                       'in the hardware-class group\'s variables' % describe(value))
+    unknown = sorted(set(value) - set(['count', 'model']))
+    count = whole_number(value.get('count', 0))
+    model = value.get('model', '')
+    if model is None:
+        model = ''
+    if unknown:
+        return 0, '', 'gpufleet_expected_gpus has %s; it takes count and model' % ', '.join(unknown)
+    if count is None or count < 0:
+        return 0, '', 'gpufleet_expected_gpus.count is %s; give the number of GPUs as a whole number, such as 4' % (
+            describe(value.get('count')))
+    if not isinstance(model, str):
+        return count, '', ('gpufleet_expected_gpus.model is %s; give the product name as NVML reports it, as a '
+                           'string, such as "NVIDIA A100 80GB PCIe"' % describe(model))
+    return count, model, None
+
+
+def check_host(name, values, groups_of_host, settings):
+    """One host's model ({address, networks, dc, rack, class, gpu, expected_gpus, ...}) and its problems."""
+    problems = []
+    given = values.get('gpufleet_management_address', '')
+    problem = address_problem('gpufleet_management_address', given)
+    ip = address(given)
+    if problem:
+        problems.append(problem)
+    nets, problem = networks('gpufleet_management_cidrs', values.get('gpufleet_management_cidrs', []))
+    if problem:
+        problems.append(problem)
+    elif ip is not None and not networks_of(ip, nets):
+        problems.append('gpufleet_management_address %s is not inside gpufleet_management_cidrs (%s): fix the '
+                        'address, or add its network' % (given, ', '.join(str(net) for net in nets)))
+    gpu_group = settings['gpufleet_gpu_group']
+    is_gpu = gpu_group in groups_of_host
+    count, model, problem = expected_gpus(values.get('gpufleet_expected_gpus', {}))
+    if problem:
+        problems.append(problem)
+    elif is_gpu and count < 1:
+        problems.append('the host is in %s but gpufleet_expected_gpus.count is %d: set gpufleet_expected_gpus (count '
+                        'and model) in its hardware-class group\'s variables' % (gpu_group, count))
+    elif not is_gpu and count > 0:
+        problems.append('gpufleet_expected_gpus says %d GPUs but the host is not in the group %s: add it to a '
+                        'hardware-class group under %s, or set the count to 0' % (count, gpu_group, gpu_group))
+    labels = {}
+    for key, what in (('dc', 'data centre'), ('rack', 'rack')):
+        variable = 'gpufleet_' + key
+        value = values.get(variable, '')
+        domain_groups = settings['gpufleet_%s_groups' % key]
+        problem = label_problem(variable, value, what)
+        # Without domain groups the labels are optional, unless the rollout batches by them.
+        if problem and (value not in ('', None) or domain_groups or settings['gpufleet_batch_by'] == variable):
+            problems.append(problem)
+        labels[key] = value if isinstance(value, str) else ''
+        member_of = _matching(groups_of_host, domain_groups)
+        if domain_groups and len(member_of) != 1:
+            problems.append(
+                'the host is in %s %s groups (%s)%s; a host is in exactly one %s: list it under one group that %s '
+                'matches' % (len(member_of) or 'no', what, ', '.join(member_of) or 'none',
+                             '' if member_of else ' matching %s' % ', '.join(domain_groups), what,
+                             'gpufleet_%s_groups' % key))
+        labels[key + '_group'] = member_of[0] if len(member_of) == 1 else ''
+    classes = _matching(groups_of_host, settings['gpufleet_class_groups'])
+    if settings['gpufleet_class_groups'] and len(classes) != 1:
+        problems.append('the host is in %s hardware-class groups (%s); a host has exactly one hardware class: put it '
+                        'in one of %s' % (len(classes) or 'no', ', '.join(classes) or 'none',
+                                          ', '.join(settings['gpufleet_class_groups'])))
+    batch_by = settings['gpufleet_batch_by']
+    if batch_by and batch_by not in ('gpufleet_dc', 'gpufleet_rack'):
+        value = values.get(batch_by, '')
+        problem = label_problem(batch_by, value, 'failure domain')
+        if problem:
+            problems.append(problem + ' (gpufleet_batch_by is %s)' % batch_by)
+    model_host = {
+        'host': name,
+        'address': str(ip) if ip is not None else '',
+        'given_address': given if isinstance(given, str) else shown(given),
+        'networks': [str(net) for net in nets],
+        'dc': labels['dc'], 'rack': labels['rack'],
+        'dc_group': labels['dc_group'], 'rack_group': labels['rack_group'],
+        'hardware_class': classes[0] if len(classes) == 1 else '',
+        'gpu': is_gpu,
+        'expected_gpus': {'count': count, 'model': model},
+        'batch_domain': (values.get(batch_by, '') if batch_by else ''),
+    }
+    return model_host, ['%s: %s' % (name, problem) for problem in problems]
+
+
+# -- the fleet --------------------------------------------------------------------------------------------------------
+
+
+def _hosts_text(hosts):
+    hosts = sorted(hosts)
+    return ', '.join(hosts[:-1]) + ' and ' + hosts[-1] if len(hosts) > 1 else hosts[0]
+
+
+def shared_addresses(addresses):
+    """{address: [hosts]} for management addresses more than one host has; IPv6 written two ways is one address."""
+    seen = {}
+    for host, given in addresses.items():
+        ip = address(given)
+        if ip is not None:
+            seen.setdefault(str(ip), []).append(host)
+    return dict((ip, sorted(hosts)) for ip, hosts in seen.items() if len(hosts) > 1)
+
+
+def address_clashes(addresses):
+    """Each host that shares its management address with another inventory host, to the problem naming them all."""
+    found = {}
+    for ip, hosts in sorted(shared_addresses(addresses).items()):
+        problem = '%s have the same gpufleet_management_address %s; give each host its own address' % (
+            _hosts_text(hosts), ip)
+        for host in hosts:
+            found.setdefault(host, []).append(problem)
+    return found
+
+
+def fleet_problems(models, settings, per_host_settings):
+    """The problems of the fleet as a whole, no one host's: each names every host or group involved."""
+    problems = []
+    for name, seen in sorted(settings_that_differ(per_host_settings).items()):
+        problems.append('%s differs between hosts (%s); it applies to the whole run: set it once, in group_vars/all '
+                        'or with -e' % (name, '; '.join('%s on %s' % (value, _hosts_text(hosts))
+                                                          for value, hosts in sorted(seen.items()))))
+    for key, what, parent in (('rack', 'rack', 'dc'), ('dc', 'data centre', None)):
+        by_group, by_label = {}, {}
+        for model in models.values():
+            if model[key + '_group']:
+                by_group.setdefault(model[key + '_group'], []).append(model)
+            if model[key]:
+                by_label.setdefault(model[key], set()).add(model[key + '_group'])
+        for group, members in sorted(by_group.items()):
+            labels = sorted(set(member[key] for member in members))
+            if len(labels) > 1:
+                problems.append('the %s group %s has hosts with different gpufleet_%s values (%s); set gpufleet_%s '
+                                'once, in group_vars/%s.yml' % (what, group, key, ', '.join(
+                                    '%s on %s' % (label or "''", _hosts_text([m['host'] for m in members
+                                                                              if m[key] == label]))
+                                    for label in labels), key, group))
+            if parent:
+                parents = sorted(set(member[parent + '_group'] for member in members if member[parent + '_group']))
+                if len(parents) > 1:
+                    problems.append('the rack group %s is in %d data-centre groups (%s); a rack is in exactly one data '
+                                    'centre: list it under one of them' % (group, len(parents), ', '.join(parents)))
+        for label, groups in sorted(by_label.items()):
+            groups.discard('')
+            if len(groups) > 1:
+                problems.append('gpufleet_%s %s is set by %d groups (%s); give each %s group its own label'
+                                % (key, label, len(groups), ', '.join(sorted(groups)), what))
+    racks = {}
+    for model in models.values():
+        if model['rack'] and model['dc']:
+            racks.setdefault(model['rack'], set()).add(model['dc'])
+    for rack, dcs in sorted(racks.items()):
+        if len(dcs) > 1:
+            problems.append('rack %s is in %d data centres (%s); a rack is in exactly one: fix gpufleet_dc or '
+                            'gpufleet_rack of its hosts (%s)' % (rack, len(dcs), ', '.join(sorted(dcs)), _hosts_text(
+                                [m['host'] for m in models.values() if m['rack'] == rack])))
+    return problems
+
+
+def stranded_hosts(inventory_groups_of, run_hosts, settings):
+    """Inventory hosts that sit in a failure-domain group but in no hardware-class group and outside the run's hosts:
+    a misspelt class group leaves a host out of every stage, silently, unless it is named here."""
+    patterns = settings['gpufleet_rack_groups'] + settings['gpufleet_dc_groups']
+    if not patterns or not settings['gpufleet_class_groups']:
+        return []
+    found = []
+    for host, groups_of_host in sorted(inventory_groups_of.items()):
+        if host in run_hosts or _matching(groups_of_host, settings['gpufleet_class_groups']):
+            continue
+        domains = _matching(groups_of_host, patterns)
+        if domains:
+            others = sorted(set(groups_of_host) - set(domains) - set(['all', 'ungrouped']))
+            found.append('%s is in %s but in no hardware-class group (%s), so no stage would run on it; it is in %s: '
+                         'fix the class group\'s name in the inventory' % (
+                             host, ', '.join(domains), ', '.join(settings['gpufleet_class_groups']),
+                             ', '.join(others) or 'no other group'))
+    return found
+
+
+# -- the rollout -----------------------------------------------------------------------------------------------------
+
+
+def rollout_plan(run_hosts, failed, domains, settings):
+    """The hosts that passed preflight in batch order, the play's serial and max_fail_percentage.
+
+    With gpufleet_batch_by, each batch is one failure domain (``domains`` maps each host to its domain), the domains
+    in the sorted order of their names; otherwise gpufleet_serial's batches.
+    """
+    passed = [host for host in run_hosts if host not in failed]
+    batch_by = settings['gpufleet_batch_by']
+    if batch_by:
+        order = sorted(set(str(domains.get(host, '')) for host in passed))
+        ordered = [host for domain in order for host in passed if str(domains.get(host, '')) == domain]
+        serial = [sum(1 for host in passed if str(domains.get(host, '')) == domain) for domain in order]
+    else:
+        ordered = passed
+        serial = settings['gpufleet_serial']
+    return {'hosts': ordered, 'serial': serial, 'batch_by': batch_by,
+            'max_fail_percentage': settings['gpufleet_max_fail_percentage']}
+
+
+def watchdog_cap(settings, gpu_hosts):
+    """The fleet-wide cap on quarantined hosts as a number of hosts (a percentage of the GPU hosts, rounded up)."""
+    number, percent = settings['gpufleet_watchdog_max_quarantined']
+    return int(math.ceil(gpu_hosts * number / 100.0)) if percent else int(number)
+
+
+def watchdog_prometheus_url(settings, monitoring_host, monitoring_address):
+    """The Prometheus that counts quarantined hosts: the setting, else the monitoring host's on port 9090."""
+    if settings['gpufleet_watchdog_prometheus_url']:
+        return settings['gpufleet_watchdog_prometheus_url']
+    if not monitoring_host:
+        return ''
+    ip = address(monitoring_address)
+    where = ('[%s]' % ip if ip.version == 6 else str(ip)) if ip is not None else monitoring_address or monitoring_host
+    return 'http://%s:%d' % (where, PROMETHEUS_PORT)
+
+
+def host_roles(settings, is_gpu, is_monitoring):
+    """The collection's roles the site playbook will run on a host, whose variables validate checks."""
+    roles = []
+    if is_gpu:
+        roles += settings['gpufleet_drivers_roles'] if settings['gpufleet_drivers_enabled'] else []
+        roles += ['dcgm_exporter'] if settings['gpufleet_exporter_enabled'] else []
+        roles += ['mig', 'mps'] if settings['gpufleet_partition_enabled'] else []
+    roles += ['gpu_services'] if settings['gpufleet_services_enabled'] else []
+    roles += ['gpu_watchdog'] if settings['gpufleet_watchdog_enabled'] and is_gpu else []
+    roles += ['monitoring'] if settings['gpufleet_monitoring_enabled'] and is_monitoring else []
+    return roles

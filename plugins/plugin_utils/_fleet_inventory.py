@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller-side access to the fleet model: reads each host's inventory values from Ansible's hostvars (the
+gpufleet role's defaults under them) and hands them to module_utils/_fleet_inventory.py.
+
+This is a private module: its API may change without notice.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import yaml
+from jinja2 import Environment, meta
+
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
+
+try:  # ansible-core 2.19 and later render only strings marked as trusted templates
+    from ansible.template import trust_as_template
+except ImportError:  # older ansible-core renders any string
+    def trust_as_template(value):
+        return value
+
+COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_DEFAULTS = []
+
+
+def role_defaults():
+    """The gpufleet role's defaults (defaults/main.yml): what a host has where the inventory sets nothing."""
+    if not _DEFAULTS:
+        with open(os.path.join(COLLECTION, 'roles', 'gpufleet', 'defaults', 'main.yml')) as handle:
+            _DEFAULTS.append(yaml.safe_load(handle) or {})
+    return _DEFAULTS[0]
+
+
+def plain(value):
+    """A value from hostvars as plain Python data (ansible-core's string, list and mapping types unwrapped)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, dict) or hasattr(value, 'items'):
+        return dict((plain(key), plain(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
+class Inventory:
+    """The inventory as the run sees it: every host's variables through hostvars, and the groups."""
+
+    def __init__(self, task_vars, templar):
+        self.hostvars = task_vars['hostvars']
+        self.groups = dict((name, list(hosts)) for name, hosts in task_vars['groups'].items())
+        self.run_hosts = list(task_vars.get('ansible_play_hosts_all') or [])
+        self.templar = templar
+        self._groups_of = None
+
+    def value(self, host, name, default=None):
+        """The host's value of a variable, else the gpufleet role's default, else ``default``."""
+        variables = self.hostvars[host]
+        if name in variables:
+            return plain(variables[name])
+        return plain(role_defaults().get(name, default))
+
+    def values(self, host, names):
+        return dict((name, self.value(host, name)) for name in names)
+
+    def render(self, host, text):
+        """A role default that is a template (such as "{{ mps_daemons | default([]) }}"), as the host would get it:
+        rendered with the host's values of the variables it names (hostvars' own mapping is no template context)."""
+        known = self.hostvars[host]
+        names = meta.find_undeclared_variables(Environment().parse(text))
+        variables = dict((name, plain(known[name])) for name in names if name in known)
+        if hasattr(self.templar, 'copy_with_new_env'):
+            return plain(self.templar.copy_with_new_env(available_variables=variables).template(trust_as_template(text)))
+        saved = self.templar.available_variables
+        self.templar.available_variables = variables
+        try:
+            return plain(self.templar.template(text))
+        finally:
+            self.templar.available_variables = saved
+
+    def groups_of(self):
+        """{host: [its groups]} for every inventory host."""
+        if self._groups_of is None:
+            found = {}
+            for group, hosts in self.groups.items():
+                for host in hosts:
+                    found.setdefault(host, []).append(group)
+            self._groups_of = found
+        return self._groups_of
+
+
+def check(inventory, role_problems=None):
+    """The validate stage's verdict: {'hosts': {host: [problems]}, 'fleet': [the problems that are no run host's],
+    'fleet_all': [every fleet-wide problem, shared addresses included], 'settings', 'models', 'roles': {host:
+    [roles]}, 'watchdog': {'cap', 'prometheus_url'}}.
+
+    ``role_problems(role, host)`` returns the problems of one role's variables on one host (None: not checked).
+    """
+    run_hosts = inventory.run_hosts
+    groups_of = inventory.groups_of()
+    per_host_settings = dict((host, inventory.values(host, fleet.FLEET_SETTINGS)) for host in run_hosts)
+    first = per_host_settings[run_hosts[0]] if run_hosts else dict(
+        (name, role_defaults().get(name)) for name in fleet.FLEET_SETTINGS)
+    settings, setting_problems = fleet.check_settings(first, inventory.groups)
+    problems, models, roles = {}, {}, {}
+    batch_by = settings['gpufleet_batch_by']
+    names = fleet.HOST_VALUES + ((batch_by,) if batch_by else ())
+    monitoring = inventory.groups.get(settings['gpufleet_monitoring_group'], [])
+    for host in run_hosts:
+        model, found = fleet.check_host(host, inventory.values(host, names), groups_of.get(host, []), settings)
+        models[host] = model
+        roles[host] = fleet.host_roles(settings, model['gpu'], host in monitoring) if not setting_problems else []
+        for role in roles[host]:
+            found.extend('%s: %s' % (host, problem) for problem in (role_problems(role, host) if role_problems else []))
+        problems[host] = found
+    # A shared address is each of its hosts' problem (a host outside the run shares it with one inside), and the
+    # fleet's: the summary lists it once.
+    addresses = dict((host, inventory.value(host, 'gpufleet_management_address', ''))
+                     for host in inventory.groups.get('all', []))
+    clashes = fleet.address_clashes(addresses)
+    for host in run_hosts:
+        problems[host].extend('%s: %s' % (host, problem) for problem in clashes.get(host, []))
+    general = setting_problems + fleet.fleet_problems(models, settings, per_host_settings)
+    general += fleet.stranded_hosts(groups_of, set(run_hosts), settings)
+    shared = sorted(set(problem for found in clashes.values() for problem in found))
+    outcome = {'hosts': problems, 'fleet': general, 'fleet_all': shared + general, 'settings': settings,
+               'models': models, 'roles': roles}
+    if not setting_problems:
+        monitoring_host = monitoring[0] if settings['gpufleet_monitoring_enabled'] and monitoring else ''
+        outcome['watchdog'] = {
+            'cap': fleet.watchdog_cap(settings, len(inventory.groups.get(settings['gpufleet_gpu_group'], []))),
+            'prometheus_url': fleet.watchdog_prometheus_url(settings, monitoring_host, inventory.value(
+                monitoring_host, 'gpufleet_management_address', '') or inventory.value(
+                    monitoring_host, 'ansible_host', monitoring_host) if monitoring_host else ''),
+        }
+    return outcome

@@ -1,0 +1,386 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The validate stage against the mistakes operators make in an inventory: each case is a change to a copy of
+examples/hk-fleet/inventory, run through gpufleet.core.validate with no host reachable (the ssh client is
+/bin/false, so a connection attempt would fail the host as unreachable, and no packet leaves this machine).
+
+A refused case must fail in validate with a message that names the host (or, for a fleet rule, every host
+involved), the variable and the value as given; an accepted one must pass. Neither may show a traceback or an
+ansible-core error. The runs go two at a time; to add a case, add a row.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import copy
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+
+from ..conftest import REPO
+from ..support.bad_input import assert_refused
+
+EXAMPLE = os.path.join(REPO, 'examples', 'hk-fleet', 'inventory')
+FLEET = 'group_vars/all/fleet.yml'
+MIRRORS = 'group_vars/all/mirrors.yml'
+MONITORING = 'group_vars/all/monitoring.yml'
+SERVICES = 'group_vars/all/services.yml'
+A100 = 'group_vars/a100_pcie_4x.yml'
+H100 = 'group_vars/h100_sxm_8x.yml'
+RACK_A = 'group_vars/hk1_rack_a.yml'
+
+
+# -- edits to the copy ----------------------------------------------------------------------------------------------
+
+def setvar(path, name, value):
+    """Set a variable in a group_vars or host_vars file (created if missing)."""
+    def edit(inventory):
+        document = inventory.setdefault(path, {}) or {}
+        document[name] = value
+        inventory[path] = document
+    return edit
+
+
+def hostvar(host, name, value):
+    return setvar('host_vars/%s.yml' % host, name, value)
+
+
+def delvar(path, name):
+    def edit(inventory):
+        inventory[path].pop(name, None)
+    return edit
+
+
+def add_to_group(host, group, address=None):
+    """Put a host into a group of hosts.yml (the group is created at the top level if missing)."""
+    def edit(inventory):
+        children = inventory['hosts.yml']['all']['children']
+        group_doc = children.setdefault(group, {}) or {}
+        children[group] = group_doc
+        hosts = group_doc.setdefault('hosts', {}) or {}
+        group_doc['hosts'] = hosts
+        hosts[host] = {'ansible_host': address} if address else None
+    return edit
+
+
+def remove_from_group(host, group):
+    def edit(inventory):
+        inventory['hosts.yml']['all']['children'][group]['hosts'].pop(host)
+    return edit
+
+
+def rename_group(old, new):
+    """The group's entry of hosts.yml under a new name (its references elsewhere, and group_vars, keep the old)."""
+    def edit(inventory):
+        children = inventory['hosts.yml']['all']['children']
+        children[new] = children.pop(old)
+    return edit
+
+
+def child_of(child, parent):
+    def edit(inventory):
+        children = inventory['hosts.yml']['all']['children']
+        parent_doc = children.setdefault(parent, {}) or {}
+        children[parent] = parent_doc
+        kids = parent_doc.setdefault('children', {}) or {}
+        parent_doc['children'] = kids
+        kids[child] = None
+    return edit
+
+
+def address_of(host, value):
+    """The host's ansible_host in hosts.yml (the example's management address is its ansible_host)."""
+    def edit(inventory):
+        for group in inventory['hosts.yml']['all']['children'].values():
+            hosts = (group or {}).get('hosts') or {}
+            if hosts.get(host):
+                hosts[host]['ansible_host'] = value
+    return edit
+
+
+# -- the table ------------------------------------------------------------------------------------------------------
+# (id, edits, who the refusal names ('fleet' for a fleet rule), what the message must hold); accepted cases have
+# who None. Host names: hk1-a100-01..04, hk2-h100-01/02, hk2-h200-01, hk2-cpu-01.
+
+A1, A2, H1, H2, G1, C1 = 'hk1-a100-01', 'hk1-a100-02', 'hk2-h100-01', 'hk2-h100-02', 'hk2-h200-01', 'hk2-cpu-01'
+
+ACCEPTED = [
+    ('the example as shipped', []),
+    ('serial as a number', [setvar(FLEET, 'gpufleet_serial', 2), setvar(FLEET, 'gpufleet_batch_by', '')]),
+    ('serial as a percentage', [setvar(FLEET, 'gpufleet_serial', '25%'), setvar(FLEET, 'gpufleet_batch_by', '')]),
+    ('serial as a digit string', [setvar(FLEET, 'gpufleet_serial', '3'), setvar(FLEET, 'gpufleet_batch_by', '')]),
+    ('serial as growing batches', [setvar(FLEET, 'gpufleet_serial', [1, '10%', '100%']),
+                                   setvar(FLEET, 'gpufleet_batch_by', '')]),
+    ('batches by data centre', [setvar(FLEET, 'gpufleet_batch_by', 'gpufleet_dc')]),
+    ('max fail 100', [setvar(FLEET, 'gpufleet_max_fail_percentage', 100)]),
+    ('max fail as a digit string', [setvar(FLEET, 'gpufleet_max_fail_percentage', '25')]),
+    ('skip_failed policy', [setvar(FLEET, 'gpufleet_preflight_policy', 'skip_failed')]),
+    ('a stage switched off with a yes', [setvar(FLEET, 'gpufleet_report_enabled', 'no')]),
+    ('IPv6 management addresses', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.0.0/16', '10.30.0.0/16',
+                                                                              'fd00:20::/64']),
+                                   address_of(A1, 'fd00:20::11')]),
+    ('an IPv6 address written in full', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.0.0/16', '10.30.0.0/16',
+                                                                                   'fd00:20::/64']),
+                                         address_of(A1, 'fd00:0020:0000:0000:0000:0000:0000:0011')]),
+    ('a watchdog cap of 2 hosts', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', 2)]),
+    ('a watchdog cap of 0%', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', '0%')]),
+    ("a site's own Prometheus for the cap", [setvar(FLEET, 'gpufleet_watchdog_prometheus_url',
+                                                    'https://prom.hk1.example.net:9443')]),
+    ('a new host in a rack and a class', [add_to_group('hk1-a100-05', 'a100_pcie_4x', '10.20.1.15'),
+                                          add_to_group('hk1-a100-05', 'hk1_rack_a')]),
+    ('no failure-domain groups declared', [setvar(FLEET, 'gpufleet_dc_groups', []),
+                                           setvar(FLEET, 'gpufleet_rack_groups', [])]),
+    ('the drivers stage without CUDA', [setvar(FLEET, 'gpufleet_drivers_roles', ['nvidia_driver', 'container_toolkit'])]),
+    ('a class declared before its first host', [setvar(FLEET, 'gpufleet_class_groups',
+                                                       ['a100_pcie_4x', 'h100_sxm_8x', 'h200_nvl_1x', 'cpu_only',
+                                                        'l40s_4x'])]),
+    ('remote fraction as a string', [setvar(FLEET, 'gpufleet_verify_max_remote_fraction', '0.05')]),
+]
+
+REFUSED = [
+    # -- rollout keywords
+    ('serial written in words', [setvar(FLEET, 'gpufleet_serial', 'one rack')],
+     'fleet', ['gpufleet_serial', 'the string "one rack"', 'whole number of at least 1']),
+    ('serial 0', [setvar(FLEET, 'gpufleet_serial', 0)], 'fleet', ['gpufleet_serial', 'the integer 0']),
+    ('serial 0%', [setvar(FLEET, 'gpufleet_serial', '0%')], 'fleet', ['gpufleet_serial', '"0%"']),
+    ('serial 150%', [setvar(FLEET, 'gpufleet_serial', '150%')], 'fleet', ['gpufleet_serial', '"150%"']),
+    ('serial -1', [setvar(FLEET, 'gpufleet_serial', -1)], 'fleet', ['gpufleet_serial', 'the integer -1']),
+    ('serial 2.5', [setvar(FLEET, 'gpufleet_serial', 2.5)], 'fleet', ['gpufleet_serial', 'the number 2.5']),
+    ('serial as a boolean', [setvar(FLEET, 'gpufleet_serial', True)], 'fleet', ['gpufleet_serial', 'the boolean true']),
+    ('serial list with a word', [setvar(FLEET, 'gpufleet_serial', [1, 'all'])], 'fleet',
+     ['gpufleet_serial', 'the list [1, "all"]']),
+    ('serial empty list', [setvar(FLEET, 'gpufleet_serial', [])], 'fleet', ['gpufleet_serial', 'the list []']),
+    ('max fail 120', [setvar(FLEET, 'gpufleet_max_fail_percentage', 120)], 'fleet',
+     ['gpufleet_max_fail_percentage', 'the integer 120', 'from 0 to 100']),
+    ('max fail -5', [setvar(FLEET, 'gpufleet_max_fail_percentage', -5)], 'fleet',
+     ['gpufleet_max_fail_percentage', 'the integer -5']),
+    ('max fail with a percent sign', [setvar(FLEET, 'gpufleet_max_fail_percentage', '10%')], 'fleet',
+     ['gpufleet_max_fail_percentage', 'the string "10%"']),
+    ('max fail as a boolean', [setvar(FLEET, 'gpufleet_max_fail_percentage', False)], 'fleet',
+     ['gpufleet_max_fail_percentage', 'the boolean false']),
+    ('policy typo', [setvar(FLEET, 'gpufleet_preflight_policy', 'skip-failed')], 'fleet',
+     ['gpufleet_preflight_policy', 'the string "skip-failed"', 'all_or_nothing', 'skip_failed']),
+    ('policy as a boolean', [setvar(FLEET, 'gpufleet_preflight_policy', True)], 'fleet',
+     ['gpufleet_preflight_policy', 'the boolean true']),
+    ('batch by a sentence', [setvar(FLEET, 'gpufleet_batch_by', 'by rack')], 'fleet',
+     ['gpufleet_batch_by', 'the string "by rack"']),
+    ('batch by a list', [setvar(FLEET, 'gpufleet_batch_by', ['gpufleet_rack'])], 'fleet',
+     ['gpufleet_batch_by', 'the list ["gpufleet_rack"]']),
+    ('batch by a variable no host has', [setvar(FLEET, 'gpufleet_batch_by', 'hk_pod')], A1,
+     ['hk_pod is not set', 'gpufleet_batch_by is hk_pod']),
+    ('serial differs between groups', [setvar(A100, 'gpufleet_serial', 1), setvar(FLEET, 'gpufleet_batch_by', '')],
+     'fleet', ['gpufleet_serial differs between hosts', A1, H1]),
+    ('policy set for one class only', [setvar(H100, 'gpufleet_preflight_policy', 'skip_failed')], 'fleet',
+     ['gpufleet_preflight_policy differs', H1, H2, 'group_vars/all']),
+    ('a stage switch as a word', [setvar(FLEET, 'gpufleet_drivers_enabled', 'sometimes')], 'fleet',
+     ['gpufleet_drivers_enabled', 'the string "sometimes"', 'true or false']),
+    ('a stage switch as a number', [setvar(FLEET, 'gpufleet_exporter_enabled', 2)], 'fleet',
+     ['gpufleet_exporter_enabled', 'the integer 2']),
+    ('drivers roles with a typo', [setvar(FLEET, 'gpufleet_drivers_roles', ['nvidia-driver'])], 'fleet',
+     ['gpufleet_drivers_roles', 'the list ["nvidia-driver"]', 'nvidia_driver']),
+    ('drivers roles as a string', [setvar(FLEET, 'gpufleet_drivers_roles', 'nvidia_driver')], 'fleet',
+     ['gpufleet_drivers_roles', 'the string "nvidia_driver"']),
+    ('watchdog cap of 150%', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', '150%')], 'fleet',
+     ['gpufleet_watchdog_max_quarantined', '"150%"']),
+    ('watchdog cap of -1', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', -1)], 'fleet',
+     ['gpufleet_watchdog_max_quarantined', 'the integer -1']),
+    ('watchdog cap in words', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', 'ten')], 'fleet',
+     ['gpufleet_watchdog_max_quarantined', 'the string "ten"']),
+    ('watchdog Prometheus without a scheme', [setvar(FLEET, 'gpufleet_watchdog_prometheus_url', '10.30.3.41:9090')],
+     'fleet', ['gpufleet_watchdog_prometheus_url', '"10.30.3.41:9090"', 'http(s) URL']),
+    ('watchdog Prometheus with a trailing slash', [setvar(FLEET, 'gpufleet_watchdog_prometheus_url',
+                                                          'http://10.30.3.41:9090/')],
+     'fleet', ['gpufleet_watchdog_prometheus_url', 'no trailing slash']),
+    ('remote fraction as a percentage', [setvar(FLEET, 'gpufleet_verify_max_remote_fraction', 2)], 'fleet',
+     ['gpufleet_verify_max_remote_fraction', 'the integer 2', 'such as 0.02']),
+    ('required group missing', [setvar(FLEET, 'gpufleet_required_groups', ['gpu_hosts', 'storage'])], 'fleet',
+     ['no group storage', 'gpufleet_required_groups']),
+    ('GPU group misspelt', [setvar(FLEET, 'gpufleet_gpu_group', 'gpu_host')], 'fleet',
+     ['no group gpu_host', 'gpufleet_gpu_group']),
+    # -- addresses and networks
+    ('address is a word', [address_of(A1, 'hk1-a100-01.mgmt')], A1,
+     ['gpufleet_management_address', 'the string "hk1-a100-01.mgmt"', 'not an IP address']),
+    ('address with a prefix', [address_of(A1, '10.20.1.11/24')], A1,
+     ['gpufleet_management_address', '"10.20.1.11/24"', 'give the address alone']),
+    ('IPv6 address in brackets', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.0.0/16', '10.30.0.0/16',
+                                                                             'fd00:20::/64']),
+                                  address_of(A1, '[fd00:20::11]')], A1,
+     ['gpufleet_management_address', '"[fd00:20::11]"', 'without brackets']),
+    ('address outside the networks', [address_of(A1, '192.168.7.11')], A1,
+     ['gpufleet_management_address 192.168.7.11', 'not inside gpufleet_management_cidrs', '10.20.0.0/16']),
+    ('address is the network address', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.1.0/24', '10.30.0.0/16']),
+                                        address_of(A1, '10.20.1.0')], A1,
+     ['gpufleet_management_address 10.20.1.0', 'not inside']),
+    ('address not set', [hostvar(A1, 'gpufleet_management_address', '')], A1,
+     ['gpufleet_management_address is not set']),
+    ('address as an integer', [hostvar(A1, 'gpufleet_management_address', 10)], A1,
+     ['gpufleet_management_address', 'the integer 10']),
+    ('networks as a comma string', [setvar(FLEET, 'gpufleet_management_cidrs', '10.20.0.0/16,10.30.0.0/16')], A1,
+     ['gpufleet_management_cidrs', 'the string "10.20.0.0/16,10.30.0.0/16"', 'must be a list',
+      '["10.20.0.0/16", "10.30.0.0/16"]']),
+    ('networks empty', [setvar(FLEET, 'gpufleet_management_cidrs', [])], A1, ['gpufleet_management_cidrs is empty']),
+    ('network with host bits', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.1.5/16', '10.30.0.0/16'])], A1,
+     ['gpufleet_management_cidrs', '"10.20.1.5/16"', 'the network is 10.20.0.0/16']),
+    ('network without a prefix', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.0.0', '10.30.0.0/16'])], A1,
+     ['gpufleet_management_cidrs', '"10.20.0.0"', 'CIDR form']),
+    ('network as a word', [setvar(FLEET, 'gpufleet_management_cidrs', ['mgmt'])], A1,
+     ['gpufleet_management_cidrs', '"mgmt"']),
+    ('networks as a mapping', [setvar(FLEET, 'gpufleet_management_cidrs', {'hk1': '10.20.0.0/16'})], A1,
+     ['gpufleet_management_cidrs', 'the mapping']),
+    ('two hosts with one address', [address_of(A2, '10.20.1.11')], A2,
+     [A1, 'the same gpufleet_management_address 10.20.1.11']),
+    ('one IPv6 address written two ways', [setvar(FLEET, 'gpufleet_management_cidrs',
+                                                  ['10.20.0.0/16', '10.30.0.0/16', 'fd00:20::/64']),
+                                           address_of(A1, 'fd00:20::11'), address_of(A2, 'fd00:20:0:0::11')],
+     A2, [A1, 'the same gpufleet_management_address fd00:20::11']),
+    ('a host outside the run with the address of one inside', [add_to_group('bastion-01', 'ungrouped', '10.20.1.11')],
+     A1, ['bastion-01', '10.20.1.11']),
+    # -- failure domains
+    ('rack label as an integer', [setvar(RACK_A, 'gpufleet_rack', 2)], A1,
+     ['gpufleet_rack is the integer 2', 'give a string']),
+    ('rack label with a space', [setvar(RACK_A, 'gpufleet_rack', 'hk1 a')], A1,
+     ['gpufleet_rack', 'the string "hk1 a"']),
+    ('rack label empty', [setvar(RACK_A, 'gpufleet_rack', '')], A1, ['gpufleet_rack is not set']),
+    ('dc label as a list', [setvar('group_vars/dc_hk1.yml', 'gpufleet_dc', ['hk1'])], A1,
+     ['gpufleet_dc is the list ["hk1"]']),
+    ('a host in two racks', [add_to_group(A1, 'hk2_rack_b')], A1,
+     ['2 rack groups', 'hk1_rack_a', 'hk2_rack_b']),
+    ('a host in no rack', [remove_from_group(A1, 'hk1_rack_a')], A1, ['no rack groups']),
+    ('a rack under two data centres', [child_of('hk2_rack_c', 'dc_hk1')], G1,
+     ['2 data centre groups', 'dc_hk1', 'dc_hk2']),
+    ('two racks with one label', [setvar('group_vars/hk2_rack_b.yml', 'gpufleet_rack', 'hk2-c')], 'fleet',
+     ['gpufleet_rack hk2-c is set by 2 groups', 'hk2_rack_b', 'hk2_rack_c']),
+    ('one rack label in two data centres', [setvar('group_vars/hk2_rack_b.yml', 'gpufleet_rack', 'hk1-a')], 'fleet',
+     ['rack hk1-a is in 2 data centres', 'hk1, hk2']),
+    ('a rack whose hosts differ', [hostvar(A2, 'gpufleet_rack', 'hk1-b')], 'fleet',
+     ['the rack group hk1_rack_a has hosts with different gpufleet_rack values', A2]),
+    ('rack groups pattern that matches nothing', [setvar(FLEET, 'gpufleet_rack_groups', ['rack_*'])], 'fleet',
+     ['gpufleet_rack_groups names rack_*', 'matches no inventory group']),
+    ('rack groups as a mapping', [setvar(FLEET, 'gpufleet_rack_groups', {'hk1': 'hk1_rack_a'})], 'fleet',
+     ['gpufleet_rack_groups', 'the mapping']),
+    # -- hardware classes
+    ('a host in two classes', [add_to_group(A1, 'h100_sxm_8x')], A1,
+     ['2 hardware-class groups', 'a100_pcie_4x', 'h100_sxm_8x']),
+    ('a misspelt class group', [rename_group('h200_nvl_1x', 'h200_nvl_1')], 'fleet',
+     [G1, 'in no hardware-class group', 'h200_nvl_1']),
+    ('a GPU host in no class', [remove_from_group(A1, 'a100_pcie_4x'), add_to_group(A1, 'gpu_hosts', '10.20.1.11')],
+     A1, ['no hardware-class groups']),
+    ('class list with a typo', [setvar(FLEET, 'gpufleet_class_groups', ['a100_pcie_4xx', 'h100_sxm_8x', 'h200_nvl_1x',
+                                                                        'cpu_only'])],
+     A1, ['no hardware-class groups', 'a100_pcie_4xx']),
+    ('data-centre groups as a string that matches nothing', [setvar(FLEET, 'gpufleet_dc_groups', 'datacentre_*')],
+     'fleet', ['gpufleet_dc_groups names datacentre_*']),
+    ('a GPU class without a GPU count', [setvar(A100, 'gpufleet_expected_gpus', {'model': 'NVIDIA A100 80GB PCIe'})],
+     A1, ['gpufleet_expected_gpus.count is 0']),
+    ('a GPU count as a word', [setvar(A100, 'gpufleet_expected_gpus', {'count': 'four', 'model': 'NVIDIA A100'})], A1,
+     ['gpufleet_expected_gpus.count is the string "four"']),
+    ('expected GPUs as a number', [setvar(A100, 'gpufleet_expected_gpus', 4)], A1,
+     ['gpufleet_expected_gpus is the integer 4', 'count: 4']),
+    ('expected GPUs with a misspelt key', [setvar(A100, 'gpufleet_expected_gpus', {'count': 4, 'modle': 'A100'})], A1,
+     ['gpufleet_expected_gpus has modle']),
+    ('GPUs promised on a CPU host', [setvar('group_vars/cpu_only.yml', 'gpufleet_expected_gpus',
+                                            {'count': 2, 'model': ''})], C1,
+     ['gpufleet_expected_gpus says 2 GPUs', 'not in the group gpu_hosts']),
+]
+
+
+# -- running ----------------------------------------------------------------------------------------------------------
+
+def _load(root):
+    found = {}
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith('.yml'):
+                path = os.path.join(folder, name)
+                with open(path) as handle:
+                    found[os.path.relpath(path, root)] = yaml.safe_load(handle)
+    return found
+
+
+PRISTINE = _load(EXAMPLE)
+PLAYBOOK = '- name: Validate\n  ansible.builtin.import_playbook: gpufleet.core.validate\n'
+
+
+def _write(inventory, root):
+    for path, document in inventory.items():
+        target = os.path.join(root, path)
+        if not os.path.isdir(os.path.dirname(target)):
+            os.makedirs(os.path.dirname(target))
+        with open(target, 'w') as handle:
+            yaml.safe_dump(document, handle, default_flow_style=False)
+
+
+def run_case(root, edits):
+    """The case's inventory written under root and validated: (return code, [(host, task, message)], output)."""
+    inventory = copy.deepcopy(PRISTINE)
+    for edit in edits:
+        edit(inventory)
+    _write(inventory, os.path.join(root, 'inventory'))
+    with open(os.path.join(root, 'play.yml'), 'w') as handle:
+        handle.write(PLAYBOOK)
+    bundled = glob.glob(os.path.join(REPO, '.venv', 'lib', 'python3*', 'site-packages'))  # ansible.utils
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_NOCOLOR='1',
+               ANSIBLE_SSH_EXECUTABLE='/bin/false', ANSIBLE_HOST_KEY_CHECKING='false', ANSIBLE_RETRY_FILES_ENABLED='0',
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([os.path.join(REPO, 'build', 'collections')] + bundled))
+    env.pop('ANSIBLE_CONFIG', None)
+    ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
+                          os.path.join(root, 'inventory'), os.path.join(root, 'play.yml')],
+                         cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                         check=False, timeout=300)
+    failures = []
+    try:
+        report = json.loads(ran.stdout[ran.stdout.index('{'):])
+    except ValueError:
+        report = {'plays': []}
+    for play in report.get('plays', []):
+        for task in play.get('tasks', []):
+            for host, result in task.get('hosts', {}).items():
+                if result.get('failed') or result.get('unreachable'):
+                    failures.append((host, task['task']['name'].split(' : ')[-1], str(result.get('msg', ''))))
+    return ran.returncode, failures, ran.stdout + ran.stderr
+
+
+@pytest.fixture(scope='module')
+def outcomes(tmp_path_factory):
+    cases = [(case[0], case[1]) for case in ACCEPTED + REFUSED]
+    roots = dict((case_id, str(tmp_path_factory.mktemp('case'))) for case_id, _edits in cases)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = dict((case_id, pool.submit(run_case, roots[case_id], edits)) for case_id, edits in cases)
+    return dict((case_id, future.result()) for case_id, future in futures.items())
+
+
+def _no_crash(output):
+    assert 'Traceback (most recent call last)' not in output, output[-4000:]
+    assert 'ERROR!' not in output and 'An unhandled exception' not in output, output[-4000:]
+    assert '"unreachable": true' not in output, 'a host was contacted: ' + output[-4000:]
+
+
+@pytest.mark.parametrize('case_id', [case[0] for case in ACCEPTED])
+def test_validate_accepts(outcomes, case_id):
+    rc, failures, output = outcomes[case_id]
+    _no_crash(output)
+    assert rc == 0 and not failures, failures or output[-4000:]
+
+
+@pytest.mark.parametrize('case_id, who, names', [(case[0], case[2], case[3]) for case in REFUSED])
+def test_validate_refuses(outcomes, case_id, who, names):
+    rc, failures, output = outcomes[case_id]
+    _no_crash(output)
+    if who == 'fleet':
+        found = [message for _host, task, message in failures if task.startswith('Stop here unless the fleet')]
+    else:
+        found = [message for host, task, message in failures if host == who and task == 'Every value of this host is valid']
+        names = [who] + list(names)
+    assert_refused(rc != 0 and bool(found), ' | '.join(found) or repr(failures), names)
+
+
+def test_the_table_is_big_enough_and_ids_unique():
+    ids = [case[0] for case in ACCEPTED + REFUSED]
+    assert len(set(ids)) == len(ids)
+    assert len(REFUSED) >= 60 and len(ACCEPTED) + len(REFUSED) >= 80

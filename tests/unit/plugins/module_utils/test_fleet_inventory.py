@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fleet model (module_utils/_fleet_inventory.py) on plain data: the run's settings, a host's values, the fleet's
+rules, the rollout's batches and the watchdog's fleet cap. The validate stage on whole inventories is
+tests/unit/playbooks/test_validate_inventory.py."""
+
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
+
+GROUPS = {'all': ['g1', 'g2', 'g3', 'g4', 'c1', 'c2'], 'gpu_hosts': ['g1', 'g2', 'g3', 'g4'],
+          'a100': ['g1', 'g2', 'g3', 'g4'], 'cpu_only': ['c1', 'c2'], 'monitoring': ['c1'], 'monitoring6': ['c2'],
+          'dc_hk1': ['g1', 'g2'], 'dc_hk2': ['g3', 'g4', 'c1', 'c2'], 'hk1_rack_a': ['g1', 'g2'],
+          'hk2_rack_b': ['g3', 'g4', 'c1', 'c2']}
+DEFAULTS = {
+    'gpufleet_gpu_group': 'gpu_hosts', 'gpufleet_required_groups': ['gpu_hosts'], 'gpufleet_serial': '20%',
+    'gpufleet_batch_by': '', 'gpufleet_max_fail_percentage': 0, 'gpufleet_preflight_policy': 'all_or_nothing',
+    'gpufleet_drivers_roles': ['nvidia_driver', 'container_toolkit', 'cuda'],
+    'gpufleet_watchdog_max_quarantined': '10%', 'gpufleet_watchdog_prometheus_url': '',
+    'gpufleet_monitoring_group': 'monitoring', 'gpufleet_class_groups': [], 'gpufleet_dc_groups': [],
+    'gpufleet_rack_groups': [], 'gpufleet_verify_max_remote_fraction': 0.02,
+}
+DEFAULTS.update(dict((name, True) for name in fleet.STAGE_SWITCHES))
+
+
+def settings(**changes):
+    values = dict(DEFAULTS, **changes)
+    found, problems = fleet.check_settings(values, GROUPS)
+    assert problems == [], problems
+    return found
+
+
+# The watchdog's cap: a count, or a share of the 4 GPU hosts rounded up; the Prometheus: the setting, else the
+# monitoring host's address on port 9090 (IPv6 in brackets), else none.
+@pytest.mark.parametrize('cap, hosts', [('10%', 1), ('50%', 2), ('100%', 4), (3, 3), ('0%', 0), (0, 0), ('3', 3)])
+def test_the_watchdog_cap_is_a_count_or_a_share_of_the_gpu_hosts_rounded_up(cap, hosts):
+    assert fleet.watchdog_cap(settings(gpufleet_watchdog_max_quarantined=cap), 4) == hosts
+
+
+@pytest.mark.parametrize('url, host, address, expected', [
+    ('', 'c1', '10.30.3.41', 'http://10.30.3.41:9090'),
+    ('', 'c2', 'fd00:30::41', 'http://[fd00:30::41]:9090'),
+    ('https://prom.hk1:9443', 'c1', '10.30.3.41', 'https://prom.hk1:9443'),
+    ('', '', '', ''),
+    ('', 'c1', 'prom.hk1.example.net', 'http://prom.hk1.example.net:9090'),
+])
+def test_the_watchdog_prometheus_is_the_setting_else_the_monitoring_hosts(url, host, address, expected):
+    assert fleet.watchdog_prometheus_url(settings(gpufleet_watchdog_prometheus_url=url), host, address) == expected
+
+
+def test_batches_by_failure_domain_are_the_domains_in_name_order():
+    plan = fleet.rollout_plan(['g3', 'g1', 'c1', 'g2', 'g4'], {'g4': 'lost'},
+                              {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b', 'g4': 'hk2-b'},
+                              settings(gpufleet_batch_by='gpufleet_rack'))
+    assert plan == {'hosts': ['g1', 'g2', 'g3', 'c1'], 'serial': [2, 2], 'batch_by': 'gpufleet_rack',
+                    'max_fail_percentage': 0}
+
+
+def test_batches_by_serial_keep_the_run_order_and_the_normalised_serial():
+    plan = fleet.rollout_plan(['g1', 'g2'], {}, {}, settings(gpufleet_serial=[1, '50%'], gpufleet_max_fail_percentage='25'))
+    assert plan == {'hosts': ['g1', 'g2'], 'serial': [1, '50%'], 'batch_by': '', 'max_fail_percentage': 25}
+
+
+@pytest.mark.parametrize('name, value, words', [
+    ('gpufleet_serial', 'one rack', 'the string "one rack"'),
+    ('gpufleet_serial', '0%', '"0%"'),
+    ('gpufleet_serial', 0, 'the integer 0'),
+    ('gpufleet_max_fail_percentage', 120, 'the integer 120'),
+    ('gpufleet_preflight_policy', 'skip-failed', '"skip-failed"'),
+    ('gpufleet_watchdog_max_quarantined', '101%', '"101%"'),
+    ('gpufleet_drivers_enabled', 'maybe', 'the string "maybe"'),
+    ('gpufleet_rack_groups', ['rack_*'], 'rack_*'),
+])
+def test_a_wrong_setting_is_named_with_its_value(name, value, words):
+    _found, problems = fleet.check_settings(dict(DEFAULTS, **{name: value}), GROUPS)
+    assert len(problems) == 1 and name in problems[0] and words in problems[0], problems
+
+
+def test_a_setting_that_differs_between_hosts_is_named_with_every_host():
+    differ = fleet.settings_that_differ({'g1': {'gpufleet_serial': 1}, 'g2': {'gpufleet_serial': '20%'},
+                                         'g3': {'gpufleet_serial': 1}})
+    assert differ == {'gpufleet_serial': {'1': ['g1', 'g3'], '"20%"': ['g2']}}
+
+
+def _host(name='g1', **changes):
+    values = {'gpufleet_management_address': '10.20.1.11', 'gpufleet_management_cidrs': ['10.20.0.0/16'],
+              'gpufleet_dc': 'hk1', 'gpufleet_rack': 'hk1-a', 'gpufleet_expected_gpus': {'count': 4, 'model': 'A100'}}
+    values.update(changes)
+    groups_of = [group for group, hosts in GROUPS.items() if name in hosts]
+    return fleet.check_host(name, values, groups_of, settings(gpufleet_dc_groups=['dc_*'],
+                                                              gpufleet_rack_groups=['*_rack_*'],
+                                                              gpufleet_class_groups=['a100', 'cpu_only']))
+
+
+def test_a_good_host_has_its_model_and_no_problem():
+    model, problems = _host()
+    assert problems == []
+    assert model['address'] == '10.20.1.11' and model['rack_group'] == 'hk1_rack_a' and model['dc_group'] == 'dc_hk1'
+    assert model['hardware_class'] == 'a100' and model['gpu'] and model['expected_gpus'] == {'count': 4, 'model': 'A100'}
+
+
+def test_an_ipv6_address_is_one_address_however_written():
+    assert fleet.shared_addresses({'g1': 'fd00::5', 'g2': 'fd00:0:0::5', 'g3': 'fd00::6'}) == {'fd00::5': ['g1', 'g2']}
+
+
+@pytest.mark.parametrize('changes, words', [
+    ({'gpufleet_rack': 7}, 'gpufleet_rack is the integer 7'),
+    ({'gpufleet_management_cidrs': '10.20.0.0/16'}, 'write ["10.20.0.0/16"]'),
+    ({'gpufleet_management_address': '10.21.0.1'}, 'not inside gpufleet_management_cidrs'),
+    ({'gpufleet_expected_gpus': {'count': 0}}, 'gpufleet_expected_gpus.count is 0'),
+])
+def test_a_wrong_host_value_is_named_with_the_host_and_the_value(changes, words):
+    _model, problems = _host(**changes)
+    assert len(problems) == 1 and problems[0].startswith('g1: ') and words in problems[0], problems
+
+
+def test_a_host_of_a_misspelt_class_group_outside_the_run_is_named():
+    found = fleet.stranded_hosts({'g9': ['all', 'a10O', 'hk1_rack_a', 'dc_hk1'], 'g1': ['a100', 'hk1_rack_a']},
+                                 set(['g1']), settings(gpufleet_dc_groups=['dc_*'], gpufleet_rack_groups=['*_rack_*'],
+                                                       gpufleet_class_groups=['a100', 'cpu_only']))
+    assert len(found) == 1 and found[0].startswith('g9 is in dc_hk1, hk1_rack_a but in no hardware-class group') \
+        and 'a10O' in found[0]
+
+
+def test_each_host_runs_the_roles_of_its_stages():
+    assert fleet.host_roles(settings(), True, False) == ['nvidia_driver', 'container_toolkit', 'cuda', 'dcgm_exporter',
+                                                         'mig', 'mps', 'gpu_services', 'gpu_watchdog']
+    assert fleet.host_roles(settings(gpufleet_drivers_enabled=False), False, True) == ['gpu_services', 'monitoring']
