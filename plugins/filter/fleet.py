@@ -42,8 +42,23 @@ def rollout_plan(run_hosts, failures, domains, settings):
     return _model().rollout_plan(run_hosts, failures, dict(zip(run_hosts, domains)), settings)
 
 
+def class_differences(topology, expected_gpus, expected_numa):
+    """How a host differs from the NUMA shape its hardware class promises, one sentence each."""
+    from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract, host_differences
+    from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology, TopologyModelError
+    promise, problems = contract(expected_gpus, expected_numa)
+    if problems:
+        raise AnsibleFilterError('gpufleet.core.class_differences: %s' % '; '.join(problems))
+    try:
+        return host_differences(promise, Topology(topology))
+    except TopologyModelError as exc:
+        raise AnsibleFilterError('gpufleet.core.class_differences: %s' % exc)
+
+
 class FilterModule:
-    """The fleet model's rollout: which hosts failed preflight, and the batches of the others."""
+    """The fleet model's rollout (which hosts failed preflight, the batches of the others) and a host against its
+    hardware class."""
 
     def filters(self):
-        return {'preflight_failures': preflight_failures, 'rollout_plan': rollout_plan}
+        return {'preflight_failures': preflight_failures, 'rollout_plan': rollout_plan,
+                'class_differences': class_differences}

@@ -21,6 +21,7 @@ import fnmatch
 import math
 import re
 
+from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     address, address_problem, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
     shown, url_problem, whole_number)
@@ -38,13 +39,9 @@ FLEET_SETTINGS = ('gpufleet_gpu_group', 'gpufleet_required_groups', 'gpufleet_se
                   'gpufleet_verify_max_remote_fraction') + STAGE_SWITCHES
 # A host's own inventory values.
 HOST_VALUES = ('gpufleet_management_address', 'gpufleet_management_cidrs', 'gpufleet_dc', 'gpufleet_rack',
-               'gpufleet_expected_gpus')
+               'gpufleet_expected_gpus', 'gpufleet_expected_numa')
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 PROMETHEUS_PORT = 9090
-
-
-class FleetError(ValueError):
-    """Settings the fleet model cannot work with; the message names the variables and the fix."""
 
 
 # -- the run's settings -----------------------------------------------------------------------------------------
@@ -190,27 +187,6 @@ def _matching(groups_of_host, patterns):
     return sorted(group for group in groups_of_host if any(fnmatch.fnmatchcase(group, p) for p in patterns))
 
 
-def expected_gpus(value):
-    """(count, model, problem): the GPUs a hardware class promises, from gpufleet_expected_gpus."""
-    if not isinstance(value, dict):
-        return 0, '', ('gpufleet_expected_gpus is %s; give a mapping such as {count: 4, model: NVIDIA A100 80GB PCIe} '
-                       'in the hardware-class group\'s variables' % describe(value))
-    unknown = sorted(set(value) - set(['count', 'model']))
-    count = whole_number(value.get('count', 0))
-    model = value.get('model', '')
-    if model is None:
-        model = ''
-    if unknown:
-        return 0, '', 'gpufleet_expected_gpus has %s; it takes count and model' % ', '.join(unknown)
-    if count is None or count < 0:
-        return 0, '', 'gpufleet_expected_gpus.count is %s; give the number of GPUs as a whole number, such as 4' % (
-            describe(value.get('count')))
-    if not isinstance(model, str):
-        return count, '', ('gpufleet_expected_gpus.model is %s; give the product name as NVML reports it, as a '
-                           'string, such as "NVIDIA A100 80GB PCIe"' % describe(model))
-    return count, model, None
-
-
 def check_host(name, values, groups_of_host, settings):
     """One host's model ({address, networks, dc, rack, class, gpu, expected_gpus, ...}) and its problems."""
     problems = []
@@ -227,9 +203,11 @@ def check_host(name, values, groups_of_host, settings):
                         'address, or add its network' % (given, ', '.join(str(net) for net in nets)))
     gpu_group = settings['gpufleet_gpu_group']
     is_gpu = gpu_group in groups_of_host
-    count, model, problem = expected_gpus(values.get('gpufleet_expected_gpus', {}))
-    if problem:
-        problems.append(problem)
+    promise, found = contract(values.get('gpufleet_expected_gpus', {}), values.get('gpufleet_expected_numa', {}))
+    problems.extend(found)
+    count = promise['count']
+    if found:
+        pass
     elif is_gpu and count < 1:
         problems.append('the host is in %s but gpufleet_expected_gpus.count is %d: set gpufleet_expected_gpus (count '
                         'and model) in its hardware-class group\'s variables' % (gpu_group, count))
@@ -274,7 +252,8 @@ def check_host(name, values, groups_of_host, settings):
         'dc_group': labels['dc_group'], 'rack_group': labels['rack_group'],
         'hardware_class': classes[0] if len(classes) == 1 else '',
         'gpu': is_gpu,
-        'expected_gpus': {'count': count, 'model': model},
+        'expected_gpus': {'count': count, 'model': promise['model']},
+        'promise': promise,
         'batch_domain': (values.get(batch_by, '') if batch_by else ''),
     }
     return model_host, ['%s: %s' % (name, problem) for problem in problems]

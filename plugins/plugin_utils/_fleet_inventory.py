@@ -19,6 +19,7 @@ import yaml
 from jinja2 import Environment, meta
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
+from ansible_collections.gpufleet.core.plugins.module_utils import _hardware_class as hardware_class
 
 try:  # ansible-core 2.19 and later render only strings marked as trusted templates
     from ansible.template import trust_as_template
@@ -122,6 +123,13 @@ def check(inventory, role_problems=None):
         model, found = fleet.check_host(host, inventory.values(host, names), groups_of.get(host, []), settings)
         models[host] = model
         roles[host] = fleet.host_roles(settings, model['gpu'], host in monitoring) if not setting_problems else []
+        if not found and ('gpu_services' in roles[host] or 'mig' in roles[host]):
+            # The class's promise against what its services and MIG layouts ask for (a mig-parted file is read on
+            # the host, by the mig module).
+            check_mig = 'mig' in roles[host] and not inventory.value(host, 'mig_parted_config_file', '')
+            found.extend('%s: %s' % (host, problem) for problem in hardware_class.plan_problems(
+                model['promise'], inventory.value(host, 'gpu_services_services', []) if 'gpu_services' in roles[host]
+                else [], inventory.value(host, 'mig_layouts', []) if check_mig else [], check_mig))
         for role in roles[host]:
             found.extend('%s: %s' % (host, problem) for problem in (role_problems(role, host) if role_problems else []))
         problems[host] = found

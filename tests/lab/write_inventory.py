@@ -43,8 +43,8 @@ def quote(value):
 
 
 def host_vars(host, lab_dir, indent):
-    """A host's address and connection: host variables, so that no group's file (the example's all/fleet.yml sets
-    ansible_user) can win over them."""
+    """A host's address, connection and NUMA promise: host variables, so that no group's file (the example's
+    all/fleet.yml sets ansible_user, its class files gpufleet_expected_numa) can win over them."""
     ssh = os.path.join(lab_dir, 'ssh')
     pad = ' ' * indent
     return ['%s%s:' % (pad, host['name']),
@@ -54,7 +54,9 @@ def host_vars(host, lab_dir, indent):
             '%s  ansible_ssh_private_key_file: %s' % (pad, quote(os.path.join(ssh, 'id_ed25519'))),
             '%s  ansible_ssh_common_args: %s' % (pad, quote('-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes'
                                                             % os.path.join(ssh, 'known_hosts'))),
-            '%s  ansible_python_interpreter: /usr/bin/python3' % pad]
+            '%s  ansible_python_interpreter: /usr/bin/python3' % pad,
+            # A lab host is a container on this small machine: it keeps its class's GPU promise, not its NUMA shape.
+            '%s  gpufleet_expected_numa: {}' % pad]
 
 
 def hosts_yml(hosts, lab_dir):

@@ -83,7 +83,9 @@ def fleet(tmp_path, host_vars=None, extra_groups=None):
         wrapper.chmod(0o755)
         for group in (klass, rack, 'dc_' + rack.split('_')[0]):  # the example's failure-domain groups
             members.setdefault(group, {'hosts': {}})['hosts'][host] = None
-        members[klass]['hosts'][host] = {'ansible_host': address, 'ansible_python_interpreter': str(wrapper)}
+        # On this machine's CPUs, a host keeps its class's GPU promise but not its NUMA shape.
+        members[klass]['hosts'][host] = {'ansible_host': address, 'ansible_python_interpreter': str(wrapper),
+                                         'gpufleet_expected_numa': {}}
     for group, hosts in (extra_groups or {}).items():
         members[group] = {'hosts': dict((host, None) for host in hosts)}
     document = {'all': {'children': dict(groups, **members)}}
@@ -162,10 +164,11 @@ def test_one_bad_host_stops_the_run_before_any_host_is_read(tmp_path):
 
 
 BAD_PREFLIGHT = {
-    # Three 3g.40gb on one A100: at most two fit.
-    'hk1-a100-02': {'mig_layouts': [{'gpus': [2], 'layout': ['3g.40gb', '3g.40gb', '3g.40gb']}]},
-    # An H200 profile on an A100 host.
-    'hk1-a100-01': {'hk_imagegen_gpus': {'mig_profile': '3g.71gb', 'count': 1}},
+    # What only the host can tell (validate checks layouts and services against the class): a class that promises
+    # four NUMA nodes (a BIOS with Sub-NUMA Clustering on differs the other way), and a layout for a GPU UUID the
+    # host does not have.
+    'hk1-a100-02': {'gpufleet_expected_numa': {'nodes': 4}},
+    'hk1-a100-01': {'mig_layouts': [{'gpus': ['GPU-00000000-dead-beef-0000-000000000000'], 'layout': ['7g.80gb']}]},
 }
 
 
@@ -174,11 +177,10 @@ def test_preflight_stops_every_host_when_one_fails_and_names_each_reason(tmp_pat
     assert ran.returncode != 0 and kept is None
     text = ran.stdout
     assert 'Preflight failed on 2 of 3 host(s), so no host was changed: ' in text
-    assert ('hk1-a100-02: Apply the declared MIG layout: No GPU was changed, because: GPU 2 (') in text
-    assert 'the layout 3g.40gb, 3g.40gb, 3g.40gb does not fit: 3g.40gb allows at most 2 per GPU' in text
-    assert ('hk1-a100-01: Place the services on the GPUs, CPUs and memory they will have after the MIG change (in '
-            'memory): gpufleet.core.service_plan: The services cannot be placed: service imagegen: there is no MIG '
-            'device of profile 3g.71gb on this host') in text
+    assert ('hk1-a100-02: The host has the NUMA shape its hardware class promises: the class promises 4 NUMA node(s) '
+            'with CPUs and the host has ') in text
+    assert 'hk1-a100-01: Apply the declared MIG layout: ' in text
+    assert "no GPU matches 'GPU-00000000-dead-beef-0000-000000000000'" in text
     assert 'set gpufleet_preflight_policy to skip_failed' in text
 
 
@@ -194,7 +196,7 @@ def test_skip_failed_quarantines_the_failed_hosts_and_rolls_out_to_the_others(tm
     assert failures['hk1-a100-01'].startswith('The host has the GPUs its hardware class promises: ')
     assert ('gpufleet_expected_gpus promises 8 x NVIDIA H100 80GB HBM3, but the host has 4 (NVIDIA A100 80GB PCIe, '
             'NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe)') in failures['hk1-a100-01']
-    assert '3g.40gb' in failures['hk1-a100-02']
+    assert 'the class promises 4 NUMA node(s)' in failures['hk1-a100-02']
 
 
 def test_the_monitoring_host_is_checked_with_the_others_before_any_host_is_changed(tmp_path):
