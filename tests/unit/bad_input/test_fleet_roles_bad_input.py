@@ -208,11 +208,12 @@ ROLES = {
     'gpu_watchdog': (GPU_WATCHDOG_CASES, GPU_WATCHDOG_ACCEPTED, {}),
 }
 
-# The monitoring role checks addresses with ansible.utils' ipaddr filters (a galaxy.yml dependency); the oldest
-# test venv has ansible-core alone, so its cases run only where Ansible can load ansible.utils.
+# A role that checks addresses with ansible.utils' ipaddr filters (a galaxy.yml dependency) runs its cases only where
+# Ansible can load ansible.utils: the oldest test venv has ansible-core alone. The monitoring role's address rules
+# are Python now (module_utils/_values.py, through gpufleet.core.monitoring_problems), so it runs everywhere.
 HAVE_ANSIBLE_UTILS = any(os.path.isdir(os.path.join(folder, 'ansible_collections', 'ansible', 'utils'))
                          for folder in sys.path + [COLLECTIONS] if folder)
-NEEDS_ANSIBLE_UTILS = ('monitoring',)
+NEEDS_ANSIBLE_UTILS = ()
 needs_ansible_utils = pytest.mark.skipif(not HAVE_ANSIBLE_UTILS, reason='the collection ansible.utils is not installed')
 
 
