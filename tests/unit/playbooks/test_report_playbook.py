@@ -53,6 +53,9 @@ def test_the_report_stage_writes_the_page_and_a_limited_run_keeps_the_other_host
     # Preflight gathered the topology: every host is drawn with its GPUs (the simulator's), none is "not in this run".
     gpus = dict((host['name'], len(host['topology']['gpus'])) for host in data['hosts'])
     assert gpus == {'hk1-a100-01': 4, 'hk1-a100-02': 4, 'hk2-cpu-01': 0}
+    # Each host's class is its hardware-class group: monitoring_class_groups is empty, so gpufleet_class_groups.
+    classes = dict((host['name'], host['class']) for host in data['hosts'])
+    assert classes == {'hk1-a100-01': 'a100_pcie_4x', 'hk1-a100-02': 'a100_pcie_4x', 'hk2-cpu-01': 'cpu_only'}
     assert data['summary']['not_in_run'] == []
 
     limited = run(tmp_path, inventory, reports, limit='hk1-a100-01')
