@@ -55,10 +55,34 @@ def class_differences(topology, expected_gpus, expected_numa):
         raise AnsibleFilterError('gpufleet.core.class_differences: %s' % exc)
 
 
+def ip_address(value):
+    """The management-address rule's verdict on one value: the address in its one canonical form (FD00::5 and
+    fd00:0:0:0:0:0:0:5 are both fd00::5), or '' when it is not an IP address alone."""
+    from ansible_collections.gpufleet.core.plugins.module_utils._values import address
+    found = address(value)
+    return str(found) if found is not None else ''
+
+
+def addresses_in(addresses, networks):
+    """The addresses (canonical, each once, in order) that a host can have inside any of the networks; entries that
+    are not addresses or networks count for nothing."""
+    from ansible_collections.gpufleet.core.plugins.module_utils._values import address, network, networks_of
+    if not isinstance(addresses, list) or not isinstance(networks, list):
+        raise AnsibleFilterError('gpufleet.core.addresses_in: give a list of addresses and a list of networks, got %r '
+                                 'and %r' % (addresses, networks))
+    nets = [net for net in (network(item) for item in networks) if net is not None]
+    found = []
+    for item in addresses:
+        ip = address(item)
+        if ip is not None and networks_of(ip, nets) and str(ip) not in found:
+            found.append(str(ip))
+    return found
+
+
 class FilterModule:
-    """The fleet model's rollout (which hosts failed preflight, the batches of the others) and a host against its
-    hardware class."""
+    """The fleet model's rollout (which hosts failed preflight, the batches of the others), a host against its
+    hardware class, and the management-address rule for templates."""
 
     def filters(self):
         return {'preflight_failures': preflight_failures, 'rollout_plan': rollout_plan,
-                'class_differences': class_differences}
+                'class_differences': class_differences, 'ip_address': ip_address, 'addresses_in': addresses_in}

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import fnmatch
+import ipaddress
 import math
 import re
 
@@ -389,6 +390,20 @@ def watchdog_prometheus_url(settings, monitoring_host, monitoring_address):
     ip = address(monitoring_address)
     where = ('[%s]' % ip if ip.version == 6 else str(ip)) if ip is not None else monitoring_address or monitoring_host
     return 'http://%s:%d' % (where, PROMETHEUS_PORT)
+
+
+def exporter_problem(listen, model):
+    """Where dcgm-exporter would listen (dcgm_exporter_listen_address, else the management address) must be an
+    address inside the host's management networks; never every address."""
+    given = listen if listen not in ('', None) else model['given_address']
+    ip = address(given)
+    if ip is None or ip.is_unspecified:
+        return ('dcgm_exporter_listen_address is %s; give the host\'s management address (an IP address alone), never '
+                '0.0.0.0 or ::' % describe(given))
+    if model['networks'] and not networks_of(ip, [ipaddress.ip_network(net) for net in model['networks']]):
+        return ('dcgm-exporter would listen on %s, which is not inside gpufleet_management_cidrs (%s): set '
+                'dcgm_exporter_listen_address to the host\'s management address' % (ip, ', '.join(model['networks'])))
+    return None
 
 
 def host_roles(settings, is_gpu, is_monitoring):

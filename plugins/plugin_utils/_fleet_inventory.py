@@ -130,6 +130,10 @@ def check(inventory, role_problems=None):
             found.extend('%s: %s' % (host, problem) for problem in hardware_class.plan_problems(
                 model['promise'], inventory.value(host, 'gpu_services_services', []) if 'gpu_services' in roles[host]
                 else [], inventory.value(host, 'mig_layouts', []) if check_mig else [], check_mig))
+        if 'dcgm_exporter' in roles[host] and model['address']:
+            problem = fleet.exporter_problem(inventory.value(host, 'dcgm_exporter_listen_address', ''), model)
+            if problem:
+                found.append('%s: %s' % (host, problem))
         for role in roles[host]:
             found.extend('%s: %s' % (host, problem) for problem in (role_problems(role, host) if role_problems else []))
         problems[host] = found

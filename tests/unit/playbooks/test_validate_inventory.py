@@ -241,6 +241,10 @@ REFUSED = [
      A2, [A1, 'the same gpufleet_management_address fd00:20::11']),
     ('a host outside the run with the address of one inside', [add_to_group('bastion-01', 'ungrouped', '10.20.1.11')],
      A1, ['bastion-01', '10.20.1.11']),
+    ('exporter listening on every address', [setvar(MONITORING, 'dcgm_exporter_listen_address', '0.0.0.0')], A1,
+     ['dcgm_exporter_listen_address is the string "0.0.0.0"', 'never 0.0.0.0']),
+    ('exporter listening outside the management networks', [hostvar(A1, 'dcgm_exporter_listen_address', '192.168.1.11')],
+     A1, ['dcgm-exporter would listen on 192.168.1.11', 'not inside gpufleet_management_cidrs']),
     # -- failure domains
     ('rack label as an integer', [setvar(RACK_A, 'gpufleet_rack', 2)], A1,
      ['gpufleet_rack is the integer 2', 'give a string']),
