@@ -24,6 +24,7 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist, format_sorted
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_path
 
 # -- the service spec ----------------------------------------------------------------------------------------
 
@@ -91,11 +92,6 @@ def memory_nodes(policy, cpu_nodes, numa_node, gpu_nodes):
     return sorted(set(cpu_nodes) | set(n for n in gpu_nodes if n is not None))
 
 
-def _plain_path(path):
-    """An absolute path of one word that does not climb out of where it says (no .. component)."""
-    return isinstance(path, str) and re.fullmatch(r'/\S*', path) is not None and '..' not in path.split('/')
-
-
 def _one_line(value):
     return isinstance(value, str) and '\n' not in value
 
@@ -146,7 +142,7 @@ def _role_problems(spec, user_prefix):
     if not isinstance(paths, list):
         problems.append('read_write_paths are absolute paths: expected a list, got %r' % (paths,))
     else:
-        bad = [p for p in paths if not _plain_path(p)]
+        bad = [p for p in paths if not is_path(p, trailing_slash=True)]
         if bad:
             problems.append('read_write_paths are absolute paths without .. (got %s)' % ', '.join(repr(p) for p in bad))
     if not _one_line(spec.get('description', '')):

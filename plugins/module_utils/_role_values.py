@@ -30,7 +30,8 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
-    decimal_number, describe, network, path_problem, percentage, shown, whole_number)
+    decimal_number, describe, is_http_url, is_unit_name, is_unit_prefix, network, path_problem, percentage, shown,
+    whole_number)
 
 _MISSING = object()
 
@@ -44,8 +45,6 @@ _DCGM_FIELD = re.compile(r'DCGM_(?:FI|EXP)_[A-Z0-9_]+')
 _BCRYPT = re.compile(r'\$2[aby]?\$[0-9]{2}\$[./A-Za-z0-9]{53}')
 # systemd's RuntimeDirectory= and LogsDirectory= take these relative to /run and /var/log: plain parts only.
 _PLAIN_PARTS = r'(?:/(?!\.\.?(?:/|\Z))[A-Za-z0-9_@:+.-]+)+'
-_SERVICE_UNIT = re.compile(r'[A-Za-z0-9:_.@-]+\.service')
-_UNIT_PREFIX = re.compile(r'[A-Za-z0-9_.@-]+')
 _ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 _EXAMPLE_FINGERPRINT = 'EB693B3035CD5710E231E123A4B469963BF863CC'
 _MPS_DAEMON_KEYS = ('device', 'user', 'group', 'default_active_thread_percentage', 'default_pinned_mem_limit',
@@ -588,16 +587,15 @@ def check_gpu_watchdog(values):
         check.rule(name, _watchdog_path, example)
     units = check.get('gpu_watchdog_reset_stop_units')
     if units is not _MISSING and (not isinstance(units, (list, tuple))
-                                  or not all(isinstance(u, str) and _SERVICE_UNIT.fullmatch(u) for u in units)):
+                                  or not all(is_unit_name(u, ('service',)) for u in units)):
         check.add('gpu_watchdog_reset_stop_units must be a list of .service units, such as '
                   '[gpufleet-dcgm-exporter.service], or [] (got %s, %s)' % (shown(units), describe(units)))
     mig_unit = check.get('gpu_watchdog_mig_unit')
-    if mig_unit is not _MISSING and not (mig_unit == '' or (isinstance(mig_unit, str)
-                                                            and _SERVICE_UNIT.fullmatch(mig_unit))):
+    if mig_unit is not _MISSING and not (mig_unit == '' or is_unit_name(mig_unit, ('service',))):
         check.add("gpu_watchdog_mig_unit is %s; give a .service unit such as gpufleet-mig.service, or ''"
                   % describe(mig_unit))
     prefix = check.get('gpu_watchdog_mps_unit_prefix')
-    if prefix is not _MISSING and not (isinstance(prefix, str) and _UNIT_PREFIX.fullmatch(prefix)):
+    if prefix is not _MISSING and not is_unit_prefix(prefix):
         check.add('gpu_watchdog_mps_unit_prefix is %s; give a unit name prefix such as gpufleet-mps@ (letters, '
                   'digits, _ . @ -)' % describe(prefix))
     command = check.get('gpu_watchdog_gpu_reset_command')
@@ -613,14 +611,63 @@ def check_gpu_watchdog(values):
         check.add('gpu_watchdog_fleet_max_quarantined must be a whole number of hosts, 0 for no cap, such as 2 (got %s, '
                   '%s)' % (shown(cap), describe(cap)))
     url = check.get('gpu_watchdog_fleet_prometheus_url')
-    if url is not _MISSING and not (url == '' or (isinstance(url, str) and re.fullmatch(
-            r'https?://[^\s/?#]+(?:/[^\s?#]*[^/\s?#])?', url))):
+    if url is not _MISSING and not (url == '' or is_http_url(url)):
         check.add("give gpu_watchdog_fleet_prometheus_url an http(s) URL with no trailing slash, such as "
                   "http://10.20.3.41:9090, or '' (got %s, %s)" % (shown(url), describe(url)))
     return check.problems
 
 
+# -- gpu_services ----------------------------------------------------------------------------------------------------
+
+
+_CPULIST = re.compile(r'(?:[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)?')
+_USER_PREFIX = re.compile(r'[a-z_][a-z0-9_.-]*')
+_DEVICE = re.compile(r'(?:/dev/|char-|block-)\S+')
+
+
+def check_gpu_services(values):
+    """The role's own settings; each service's keys are checked with its placement (the service_units filter)."""
+    check = _Checker(values)
+    for name in ('gpu_services_services', 'gpu_services_mps_daemons', 'gpu_services_device_allow'):
+        value = check.get(name)
+        if value is not _MISSING and not isinstance(value, (list, tuple)):
+            check.add('%s must be a list (it is %s); give %s a list%s' % (
+                name, describe(value), name, ', such as [{name: llm, gpus: 2}]' if name == 'gpu_services_services'
+                else ''))
+    check.rule('gpu_services_plan_file', path_problem, example='/etc/gpufleet/placement.json')
+    check.rule('gpu_services_numactl_command', path_problem, example='/usr/bin/numactl')
+    check.rule('gpu_services_container_command', path_problem, allow_empty=True, example='/usr/bin/podman')
+    prefix = check.get('gpu_services_unit_prefix')
+    # A service's unit is the prefix, its name and .service; an '@' would make it a template's instance.
+    if prefix is not _MISSING and not (is_unit_prefix(prefix) and '@' not in prefix):
+        check.add('gpu_services_unit_prefix is %s; give a unit name prefix of letters, digits, _ . and -, such as '
+                  'gpufleet-svc-' % describe(prefix))
+    prefix = check.get('gpu_services_mps_unit_prefix')
+    if prefix is not _MISSING and not is_unit_prefix(prefix):
+        check.add('gpu_services_mps_unit_prefix is %s; give the MPS daemons\' unit name prefix, such as gpufleet-mps@'
+                  % describe(prefix))
+    target = check.get('gpu_services_gpu_target')
+    if target is not _MISSING and not is_unit_name(target, ('target',)):
+        check.add('gpu_services_gpu_target is %s; give a .target unit, such as gpufleet-gpu.target' % describe(target))
+    users = check.get('gpu_services_user_prefix')
+    if users is not _MISSING and not (isinstance(users, str) and _USER_PREFIX.fullmatch(users)):
+        check.add('gpu_services_user_prefix is %s; give a user name prefix (lower-case letters, digits, _ . -), such '
+                  'as gpufleet-' % describe(users))
+    reserved = check.get('gpu_services_reserved_cpus')
+    if reserved is not _MISSING and not (isinstance(reserved, str) and _CPULIST.fullmatch(reserved)):
+        check.add("gpu_services_reserved_cpus is %s; give a kernel CPU list as a string, such as \"0,32\" or "
+                  "\"0-1,32-33\", or ''" % describe(reserved))
+    devices = check.get('gpu_services_device_allow')
+    if isinstance(devices, (list, tuple)):
+        bad = [device for device in devices if not (isinstance(device, str) and _DEVICE.fullmatch(device))]
+        if bad:
+            check.add('gpu_services_device_allow has %s; give device paths under /dev/ or char-/block- groups, such '
+                      'as /dev/nvidia-caps or char-nvidia-caps' % ', '.join(shown(device) for device in bad))
+    return check.problems
+
+
 CHECKERS = {
+    'gpu_services': check_gpu_services,
     'nvidia_driver': check_nvidia_driver,
     'cuda': check_cuda,
     'container_toolkit': check_container_toolkit,

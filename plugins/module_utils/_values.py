@@ -140,16 +140,20 @@ def label_problem(variable, value, what):
     return '%s is %s; a %s is letters, digits, _ . and - only' % (variable, describe(value), what)
 
 
+def is_path(value, trailing_slash=False):
+    """The path rule: an absolute path on one line, without whitespace, a '..' component or (unless trailing_slash)
+    a trailing '/'; '/' itself is a path."""
+    pattern = r'/(?:[^\s/]+(?:/[^\s/]+)*/?)?' if trailing_slash else r'/(?:[^\s/]+(?:/[^\s/]+)*)?'
+    return isinstance(value, str) and re.fullmatch(pattern, value) is not None and '..' not in value.split('/')
+
+
 def path_problem(variable, value, allow_empty=False, example='/etc/gpufleet/placement.json'):
-    """The path rule: an absolute path on one line, without whitespace, a '..' component or a trailing '/'."""
-    if allow_empty and value == '':
-        return None
-    if isinstance(value, str) and re.fullmatch(r'/(?:[^\s/]+(?:/[^\s/]+)*)?', value) \
-            and '..' not in value.split('/'):
+    """The path rule's message: the variable, the value as given and an example."""
+    if (allow_empty and value == '') or is_path(value):
         return None
     if not isinstance(value, str):
         return '%s is %s; give an absolute path as a string, such as %s' % (variable, describe(value), example)
-    return ('%s is %s; give an absolute path on one line, without spaces, .. or a trailing /, such as %s'
+    return ('%s is %s; give an absolute path on one line, without .., spaces or a trailing /, such as %s'
             % (variable, describe(value), example))
 
 
@@ -173,9 +177,15 @@ def unit_name_problem(variable, value, allow_empty=False, suffixes=('service',))
             % (variable, describe(value), ", or ''" if allow_empty else ''))
 
 
+def is_http_url(value):
+    """The URL rule for a service's address: http(s)://host[:port][/path], without a trailing slash, query or
+    fragment."""
+    return isinstance(value, str) and _URL.fullmatch(value) is not None
+
+
 def url_problem(variable, value, allow_empty=False, example='http://10.20.3.41:9090'):
     """An http(s) URL without a trailing slash, query or fragment."""
-    if (allow_empty and value == '') or (isinstance(value, str) and _URL.fullmatch(value)):
+    if (allow_empty and value == '') or is_http_url(value):
         return None
     return '%s is %s; give an http(s) URL with no trailing slash, such as %s%s' % (
         variable, describe(value), example, ", or ''" if allow_empty else '')

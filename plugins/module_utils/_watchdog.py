@@ -21,6 +21,7 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_path, is_unit_name, is_unit_prefix
 
 CONFIG_VERSION = 1
 STATE_VERSION = 1
@@ -56,7 +57,6 @@ KINDS = (RESTART, RESET, QUARANTINE, REBOOT, SCHEDULE_RESET, REPORT)
 _KERNEL_XID = re.compile(r'NVRM: Xid \(PCI:([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?\): '
                          r'(\d+)(?:, pid=(\d+))?')
 _BUS_ID = re.compile(r'([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?')
-_UNIT = re.compile(r'[A-Za-z0-9:_.\\@-]+\.service')
 
 DEFAULTS = {
     'version': CONFIG_VERSION,
@@ -104,10 +104,6 @@ def _number(value, integer=True):
     return isinstance(value, kinds) and not isinstance(value, bool)
 
 
-def _absolute(path):
-    return isinstance(path, str) and re.fullmatch(r'/[^\n\0]*', path) is not None and '..' not in path.split('/')
-
-
 def _budget_ok(value):
     return _number(value, integer=False) and 1 <= value <= 100
 
@@ -127,8 +123,8 @@ def check_config(raw):
         problems.append('version is %r; this release reads %d (apply the gpu_watchdog role of this release)'
                         % (config['version'], CONFIG_VERSION))
     for key in ('plan_file', 'state_file', 'textfile_dir'):
-        if not _absolute(config[key]):
-            problems.append('%s must be an absolute path without .. (got %r)' % (key, config[key]))
+        if not is_path(config[key]):
+            problems.append('%s must be an absolute path without .., spaces or a trailing / (got %r)' % (key, config[key]))
     for key in ('dry_run', 'restart_on_memory', 'restart_on_xid', 'restart_on_binding_drift', 'quarantine',
                 'allow_reset', 'allow_reboot'):
         if not isinstance(config[key], bool):
@@ -164,11 +160,11 @@ def check_config(raw):
         problems.append('gpu_reset_command must be a non-empty list of words; the GPU UUID is appended (got %r)'
                         % (command,))
     units = config['reset_stop_units']
-    if not isinstance(units, list) or not all(isinstance(u, str) and _UNIT.fullmatch(u) for u in units):
+    if not isinstance(units, list) or not all(is_unit_name(u, ('service',)) for u in units):
         problems.append('reset_stop_units must be a list of .service units (got %r)' % (units,))
-    if not isinstance(config['mps_unit_prefix'], str) or not re.fullmatch(r'[A-Za-z0-9_.@-]+', config['mps_unit_prefix']):
+    if not is_unit_prefix(config['mps_unit_prefix']):
         problems.append('mps_unit_prefix must be a unit name prefix (got %r)' % (config['mps_unit_prefix'],))
-    if not isinstance(config['mig_unit'], str) or not (config['mig_unit'] == '' or _UNIT.fullmatch(config['mig_unit'])):
+    if not isinstance(config['mig_unit'], str) or not (config['mig_unit'] == '' or is_unit_name(config['mig_unit'], ('service',))):
         problems.append("mig_unit must be a .service unit or '' (got %r)" % (config['mig_unit'],))
     if problems:
         raise WatchdogError('The watchdog configuration cannot be used: ' + '; '.join(problems))

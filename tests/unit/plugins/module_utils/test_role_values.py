@@ -156,6 +156,15 @@ REFUSED = [
      ['gpu_watchdog_fleet_prometheus_url an http(s) URL', 'got "10.20.3.41:9090"']),
     ('gpu_watchdog', {'gpu_watchdog_fleet_prometheus_url': 'http://10.20.3.41:9090/'},
      ['gpu_watchdog_fleet_prometheus_url', '"http://10.20.3.41:9090/"', 'no trailing slash']),
+    ('gpu_services', {'gpu_services_services': {'name': 'llm'}},
+     ['gpu_services_services must be a list', 'the mapping {"name": "llm"}']),
+    ('gpu_services', {'gpu_services_reserved_cpus': 0}, ['gpu_services_reserved_cpus is the integer 0', '"0,32"']),
+    ('gpu_services', {'gpu_services_gpu_target': 'gpufleet-gpu.service'},
+     ['gpu_services_gpu_target is the string "gpufleet-gpu.service"', '.target unit']),
+    ('gpu_services', {'gpu_services_numactl_command': 'numactl'}, ['gpu_services_numactl_command', '"numactl"', 'absolute']),
+    ('gpu_services', {'gpu_services_device_allow': ['/dev/nvidia0', 'nvidia-caps']},
+     ['gpu_services_device_allow has "nvidia-caps"']),
+    ('gpu_services', {'gpu_services_user_prefix': 'GPU-'}, ['gpu_services_user_prefix is the string "GPU-"']),
 ]
 
 # (role, variables over the defaults): each a good value for a rule above, some in the form -e or INI gives.
@@ -185,6 +194,9 @@ ACCEPTED = [
                       'gpu_watchdog_xid_event_wait_ms': 59999, 'gpu_watchdog_max_remote_fraction': '0.5'}),
     ('gpu_watchdog', {'gpu_watchdog_fleet_max_quarantined': '2', 'gpu_watchdog_fleet_prometheus_url': 'http://10.20.3.41:9090',
                       'gpu_watchdog_mig_unit': '', 'gpu_watchdog_environment': {'CUDA_VISIBLE_DEVICES': 0}}),
+    ('gpu_services', {'gpu_services_reserved_cpus': '0-1,32-33', 'gpu_services_container_command': '/opt/podman/bin/podman',
+                      'gpu_services_device_allow': ['/dev/nvidia-caps', 'char-nvidia-caps'],
+                      'gpu_services_mps_unit_prefix': 'nvidia-mps@'}),
 ]
 
 
@@ -194,6 +206,8 @@ def _values(role, changes):
         values.update(gpu_watchdog_plan_file='/etc/gpufleet/placement.json', gpu_watchdog_mps_unit_prefix='gpufleet-mps@')
     if role == 'dcgm_exporter':
         values['dcgm_exporter_management_cidrs'] = ['10.20.0.0/24']
+    if role == 'gpu_services':  # a default that is a template, as the role renders it without the mps role
+        values['gpu_services_mps_daemons'] = []
     values.update(changes)
     return values
 
@@ -227,6 +241,11 @@ def test_the_role_defaults_pass(role):
     ('mps', 'mps_pipe_root', ['/run/gpufleet-mps', '/run/a/b.c'],
      ['/run/gpufleet-mps\n', '/run/../etc', '/run/.', '/run/a/', '/runx', '/run']),
     ('nvidia_driver', 'nvidia_driver_package_version', ['570.133.20-1', '1:4.2.3-1'], ['570.133.20', '570.133.20-1\n']),
+    ('gpu_services', 'gpu_services_unit_prefix', ['gpufleet-svc-', 'a.b_c-1'],
+     ['gpufleet-svc-\n', 'gpufleet/svc', 'svc@x', '']),
+    # The path rule: a '..' component is refused, a name with dots is not.
+    ('gpu_services', 'gpu_services_plan_file', ['/etc/gpufleet/placement.json', '/a', '/etc/..x/p', '/etc/a..b/p'],
+     ['/etc/gpufleet/placement.json\n', 'etc/placement.json', '/etc/gpufleet/', '/etc/../x', '/etc/gpufleet/..']),
 ])
 def test_a_guard_accepts_and_refuses_what_the_preflight_did(role, variable, accepted, refused):
     assert [value for value in accepted if check_role_values(role, _values(role, {variable: value}))] == []
