@@ -15,6 +15,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import HANDED_DOWN
 from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory, check
 from ansible_collections.gpufleet.core.plugins.plugin_utils._role_vars import role_options, role_problems
 
@@ -35,6 +36,9 @@ class ActionModule(ActionBase):
         def problems_of(role, host):
             given = inventory.hostvars[host]
             values = dict((name, inventory.value(host, name)) for name in role_options(role) if name in given)
+            # The shared thresholds are what the site playbook hands the role (playbooks/fleet/rollout.yml).
+            values.update((name, inventory.value(host, knob)) for name, knob in HANDED_DOWN.items()
+                          if name in role_options(role))
             return ['gpufleet.core.%s: %s (see ansible-doc -t role gpufleet.core.%s)' % (role, problem, role)
                     for problem in role_problems(
                 role, values, lambda text: inventory.render(host, text))]

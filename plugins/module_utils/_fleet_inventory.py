@@ -33,7 +33,7 @@ STAGE_SWITCHES = ('gpufleet_drivers_enabled', 'gpufleet_exporter_enabled', 'gpuf
                   'gpufleet_services_enabled', 'gpufleet_verify_enabled', 'gpufleet_watchdog_enabled',
                   'gpufleet_monitoring_enabled', 'gpufleet_report_enabled')
 # The settings of the whole run: play keywords and fleet-wide switches, which must not differ between hosts.
-FLEET_SETTINGS = ('gpufleet_gpu_group', 'gpufleet_required_groups', 'gpufleet_serial', 'gpufleet_batch_by',
+FLEET_SETTINGS = ('gpufleet_gpu_memory_budget_percent', 'gpufleet_gpu_memory_budgets', 'gpufleet_gpu_group', 'gpufleet_required_groups', 'gpufleet_serial', 'gpufleet_batch_by',
                   'gpufleet_max_fail_percentage', 'gpufleet_preflight_policy', 'gpufleet_drivers_roles',
                   'gpufleet_watchdog_max_quarantined', 'gpufleet_watchdog_prometheus_url', 'gpufleet_monitoring_group',
                   'gpufleet_class_groups', 'gpufleet_dc_groups', 'gpufleet_rack_groups',
@@ -42,6 +42,16 @@ FLEET_SETTINGS = ('gpufleet_gpu_group', 'gpufleet_required_groups', 'gpufleet_se
 HOST_VALUES = ('gpufleet_management_address', 'gpufleet_management_cidrs', 'gpufleet_dc', 'gpufleet_rack',
                'gpufleet_expected_gpus', 'gpufleet_expected_numa')
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+# The thresholds several roles share, each one knob of the site playbook, handed down to the roles that use it:
+# the role's variable -> the gpufleet variable it takes its value from.
+HANDED_DOWN = {
+    'gpu_watchdog_memory_budget_percent': 'gpufleet_gpu_memory_budget_percent',
+    'gpu_watchdog_service_budgets': 'gpufleet_gpu_memory_budgets',
+    'gpu_watchdog_max_remote_fraction': 'gpufleet_verify_max_remote_fraction',
+    'monitoring_gpu_memory_budget_percent': 'gpufleet_gpu_memory_budget_percent',
+    'monitoring_gpu_memory_budgets': 'gpufleet_gpu_memory_budgets',
+    'monitoring_binding_max_remote_fraction': 'gpufleet_verify_max_remote_fraction',
+}
 PROMETHEUS_PORT = 9090
 
 
@@ -161,7 +171,34 @@ def check_settings(values, groups):
         problems.append('gpufleet_verify_max_remote_fraction is %s; give a fraction above 0 and below 1, such as 0.02 '
                         '(2%% of pages on another NUMA node)' % describe(values['gpufleet_verify_max_remote_fraction']))
     settings['gpufleet_verify_max_remote_fraction'] = fraction
+    budget = decimal_number(values['gpufleet_gpu_memory_budget_percent'])
+    if budget is None or not 1 <= budget <= 100:
+        problems.append('gpufleet_gpu_memory_budget_percent is %s; give a percentage of the GPU\'s memory from 1 to '
+                        '100, without a %% sign, such as 85' % describe(values['gpufleet_gpu_memory_budget_percent']))
+    settings['gpufleet_gpu_memory_budget_percent'] = budget
+    budgets = values['gpufleet_gpu_memory_budgets']
+    bad = [name for name, value in budgets.items() if decimal_number(value) is None
+           or not 1 <= decimal_number(value) <= 100] if isinstance(budgets, dict) else None
+    if bad is None or bad:
+        problems.append('gpufleet_gpu_memory_budgets is %s; give a mapping of service name to a percentage from 1 to '
+                        '100, such as {imagegen: 80}%s' % (describe(budgets), '' if bad is None else ' (%s %s not)' % (
+                            ', '.join(map(str, bad)), 'is' if len(bad) == 1 else 'are')))
+    settings['gpufleet_gpu_memory_budgets'] = budgets if isinstance(budgets, dict) and not bad else {}
     return settings, problems
+
+
+def shadowed_knobs(given, settings_values):
+    """A role's threshold set in the inventory to another value than the site playbook's one knob hands down: under
+    site.yml the knob wins, so the role's value would silently not apply. ``given`` is the host's inventory values of
+    HANDED_DOWN's role variables (only those it sets)."""
+    found = []
+    for name, value in sorted(given.items()):
+        knob = HANDED_DOWN[name]
+        if shown(value) != shown(settings_values[knob]):
+            found.append('%s is %s, but the site playbook hands down %s (%s) to every role that uses it; set %s '
+                         'instead, and remove %s' % (name, describe(value), knob, shown(settings_values[knob]), knob,
+                                                     name))
+    return found
 
 
 def settings_that_differ(per_host):
@@ -184,8 +221,21 @@ def settings_that_differ(per_host):
 # -- hosts ------------------------------------------------------------------------------------------------------------
 
 
-def _matching(groups_of_host, patterns):
-    return sorted(group for group in groups_of_host if any(fnmatch.fnmatchcase(group, p) for p in patterns))
+def groups_matching(groups_of_host, patterns):
+    """The host's groups that the names or shell patterns (dc_*, a100_*) match, sorted: its data centres, racks or
+    hardware classes. One is right; none or two are the inventory's mistake, which validate names."""
+    patterns = [pattern for pattern in (patterns or []) if isinstance(pattern, str) and pattern]
+    return sorted(group for group in groups_of_host or [] if isinstance(group, str)
+                  and any(fnmatch.fnmatchcase(group, pattern) for pattern in patterns))
+
+
+def hardware_class(groups_of_host, class_groups, model=''):
+    """A host's hardware class, as targets and the report label it: its (first) hardware-class group, else ``model``
+    (its expected GPU model)."""
+    classes = groups_matching(groups_of_host, class_groups)
+    if classes:
+        return classes[0]
+    return model if isinstance(model, str) else ''
 
 
 def check_host(name, values, groups_of_host, settings):
@@ -225,7 +275,7 @@ def check_host(name, values, groups_of_host, settings):
         if problem and (value not in ('', None) or domain_groups or settings['gpufleet_batch_by'] == variable):
             problems.append(problem)
         labels[key] = value if isinstance(value, str) else ''
-        member_of = _matching(groups_of_host, domain_groups)
+        member_of = groups_matching(groups_of_host, domain_groups)
         if domain_groups and len(member_of) != 1:
             problems.append(
                 'the host is in %s %s groups (%s)%s; a host is in exactly one %s: list it under one group that %s '
@@ -233,7 +283,7 @@ def check_host(name, values, groups_of_host, settings):
                              '' if member_of else ' matching %s' % ', '.join(domain_groups), what,
                              'gpufleet_%s_groups' % key))
         labels[key + '_group'] = member_of[0] if len(member_of) == 1 else ''
-    classes = _matching(groups_of_host, settings['gpufleet_class_groups'])
+    classes = groups_matching(groups_of_host, settings['gpufleet_class_groups'])
     if settings['gpufleet_class_groups'] and len(classes) != 1:
         problems.append('the host is in %s hardware-class groups (%s); a host has exactly one hardware class: put it '
                         'in one of %s' % (len(classes) or 'no', ', '.join(classes) or 'none',
@@ -341,9 +391,9 @@ def stranded_hosts(inventory_groups_of, run_hosts, settings):
         return []
     found = []
     for host, groups_of_host in sorted(inventory_groups_of.items()):
-        if host in run_hosts or _matching(groups_of_host, settings['gpufleet_class_groups']):
+        if host in run_hosts or groups_matching(groups_of_host, settings['gpufleet_class_groups']):
             continue
-        domains = _matching(groups_of_host, patterns)
+        domains = groups_matching(groups_of_host, patterns)
         if domains:
             others = sorted(set(groups_of_host) - set(domains) - set(['all', 'ungrouped']))
             found.append('%s is in %s but in no hardware-class group (%s), so no stage would run on it; it is in %s: '

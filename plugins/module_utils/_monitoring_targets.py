@@ -17,9 +17,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import fnmatch
 
-from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import shared_addresses
+from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import (
+    groups_matching, hardware_class, shared_addresses)
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     address, address_problem, decimal_number, describe, label_problem, networks, networks_of, shown, whole_number)
 
@@ -52,22 +52,6 @@ _NO_GPUS = (0, '0', None, [], {})
 
 
 # -- a host's hardware class -------------------------------------------------------------------------------------
-
-
-def hardware_classes(groups_of_host, class_groups):
-    """The host's groups that are hardware classes (class_groups: names or shell patterns such as a100_*), sorted.
-    One is right; none or two are the inventory's mistake, which validate and the monitoring preflight name."""
-    patterns = [pattern for pattern in (class_groups or []) if isinstance(pattern, str) and pattern]
-    return sorted(group for group in groups_of_host or [] if isinstance(group, str)
-                  and any(fnmatch.fnmatchcase(group, pattern) for pattern in patterns))
-
-
-def hardware_class(groups_of_host, class_groups, model=''):
-    """A host's hardware class: its (first) hardware-class group, else ``model`` (its expected GPU model)."""
-    classes = hardware_classes(groups_of_host, class_groups)
-    if classes:
-        return classes[0]
-    return model if isinstance(model, str) else ''
 
 
 # -- targets -------------------------------------------------------------------------------------------------------
@@ -152,7 +136,7 @@ def _check(host, values, groups_of_host, gpu_hosts, settings, check_networks=Tru
     nets, cidr_problem = networks(cidrs_variable, cidrs) if cidrs != [] else ([], None)
     inside = [cidr for cidr in (cidrs if isinstance(cidrs, list) else []) if _usable_in(ip, cidr)]
     classes_from, classes_variable = _class_groups(values, settings)
-    classes = hardware_classes(groups_of_host, classes_from)
+    classes = groups_matching(groups_of_host, classes_from)
     expected = values['gpufleet_expected_gpus'] if isinstance(values['gpufleet_expected_gpus'], dict) else {}
     model = expected.get('model') or ''
     dcgm_port = values['dcgm_exporter_listen_port']

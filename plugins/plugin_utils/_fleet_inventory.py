@@ -134,6 +134,8 @@ def check(inventory, role_problems=None):
             problem = fleet.exporter_problem(inventory.value(host, 'dcgm_exporter_listen_address', ''), model)
             if problem:
                 found.append('%s: %s' % (host, problem))
+        given = dict((name, inventory.value(host, name)) for name in fleet.HANDED_DOWN if name in inventory.hostvars[host])
+        found.extend('%s: %s' % (host, problem) for problem in fleet.shadowed_knobs(given, per_host_settings[host]))
         for role in roles[host]:
             found.extend('%s: %s' % (host, problem) for problem in (role_problems(role, host) if role_problems else []))
         problems[host] = found

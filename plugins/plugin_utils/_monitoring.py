@@ -15,6 +15,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
 from ansible_collections.gpufleet.core.plugins.module_utils import _monitoring_targets as monitoring
 from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import plain
 
@@ -53,7 +54,7 @@ def hardware_class(groups_of_host, class_groups, model=''):
         raise AnsibleFilterError('gpufleet.core.hardware_class: give the host\'s groups (group_names) as input and the '
                                  'hardware-class groups as a list, such as group_names | '
                                  'gpufleet.core.hardware_class(gpufleet_class_groups, gpufleet_expected_gpus.model)')
-    return monitoring.hardware_class(plain(groups_of_host), plain(class_groups), plain(model))
+    return fleet.hardware_class(plain(groups_of_host), plain(class_groups), plain(model))
 
 
 def monitoring_report(answer, api_url, report_url, host_address):

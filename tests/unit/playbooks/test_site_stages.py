@@ -211,11 +211,10 @@ def test_the_monitoring_host_is_checked_with_the_others_before_any_host_is_chang
     assert 'Preflight every host' not in ran.stdout
 
     ran, kept = run_stages(tmp_path / 'range', fleet(tmp_path / 'range', extra_groups=groups,
-                                                     host_vars={'hk2-cpu-01': {'monitoring_gpu_memory_budget_percent': 120}}))
+                                                     host_vars={'hk2-cpu-01': {'monitoring_gpu_temperature_celsius': 20}}))
     assert ran.returncode != 0 and kept is None
     assert 'Preflight failed on 1 of 3 host(s), so no host was changed: ' in ran.stdout
-    assert ('monitoring_gpu_memory_budget_percent is 120: a GPU memory budget is a percentage from 1 to 100, '
-            'such as 85.') in ran.stdout
+    assert 'monitoring_gpu_temperature_celsius is 20: give a GPU temperature from 30 to 120' in ran.stdout
 
     ran, kept = run_stages(tmp_path / 'good', fleet(tmp_path / 'good', extra_groups=groups))
     assert ran.returncode == 0, ran.stdout[-6000:]

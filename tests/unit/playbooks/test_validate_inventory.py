@@ -140,6 +140,8 @@ ACCEPTED = [
     ('a class declared before its first host', [setvar(FLEET, 'gpufleet_class_groups',
                                                        ['a100_pcie_4x', 'h100_sxm_8x', 'h200_nvl_1x', 'cpu_only',
                                                         'l40s_4x'])]),
+    ('a memory budget knob with an exception', [setvar(FLEET, 'gpufleet_gpu_memory_budget_percent', 80),
+                                                 setvar(FLEET, 'gpufleet_gpu_memory_budgets', {'imagegen': 90})]),
     ('remote fraction as a string', [setvar(FLEET, 'gpufleet_verify_max_remote_fraction', '0.05')]),
 ]
 
@@ -203,6 +205,20 @@ REFUSED = [
      ['no group storage', 'gpufleet_required_groups']),
     ('GPU group misspelt', [setvar(FLEET, 'gpufleet_gpu_group', 'gpu_host')], 'fleet',
      ['no group gpu_host', 'gpufleet_gpu_group']),
+    # -- the shared thresholds: one knob each
+    ('memory budget with a percent sign', [setvar(FLEET, 'gpufleet_gpu_memory_budget_percent', '85%')], 'fleet',
+     ['gpufleet_gpu_memory_budget_percent is the string "85%"', 'without a % sign, such as 85']),
+    ('memory budget 0', [setvar(FLEET, 'gpufleet_gpu_memory_budget_percent', 0)], 'fleet',
+     ['gpufleet_gpu_memory_budget_percent is the integer 0', 'from 1 to 100']),
+    ('per-service budgets as a list', [setvar(FLEET, 'gpufleet_gpu_memory_budgets', [{'imagegen': 80}])], 'fleet',
+     ['gpufleet_gpu_memory_budgets is the list [{"imagegen": 80}]']),
+    ('per-service budget of 150', [setvar(FLEET, 'gpufleet_gpu_memory_budgets', {'imagegen': 150})], 'fleet',
+     ['gpufleet_gpu_memory_budgets is the mapping {"imagegen": 150}', '(imagegen is not)']),
+    ("the watchdog's own budget beside the knob", [setvar(A100, 'gpu_watchdog_memory_budget_percent', 80)], A1,
+     ['gpu_watchdog_memory_budget_percent is the integer 80', 'hands down gpufleet_gpu_memory_budget_percent (85)']),
+    ("the alert's own remote fraction beside the knob", [setvar(MONITORING, 'monitoring_binding_max_remote_fraction',
+                                                                0.05)], C1,
+     ['monitoring_binding_max_remote_fraction is the number 0.05', 'gpufleet_verify_max_remote_fraction (0.02)']),
     # -- addresses and networks
     ('address is a word', [address_of(A1, 'hk1-a100-01.mgmt')], A1,
      ['gpufleet_management_address', 'the string "hk1-a100-01.mgmt"', 'not an IP address']),

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 import pytest
 
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
 from ansible_collections.gpufleet.core.plugins.module_utils import _monitoring_targets as monitoring
 
 GOOD = {
@@ -171,7 +172,7 @@ def test_the_gpu_class_label(changes, settings, classes, gpu_class):
     ([], ['h100_sxm_8x'], None, ''),
 ])
 def test_a_hosts_hardware_class(groups, class_groups, model, found):
-    assert monitoring.hardware_class(groups, class_groups, model) == found
+    assert fleet.hardware_class(groups, class_groups, model) == found
 
 
 @pytest.mark.parametrize('services, budgets, default, expected', [
