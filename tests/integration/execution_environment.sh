@@ -41,7 +41,9 @@ import yaml
 from packaging.requirements import Requirement
 
 COLLECTION = 'gpufleet.core'
-PYTHON = ['netaddr', 'jmespath']  # controller-side: ansible.utils.ipaddr, community.general.json_query
+# Controller-side Python: none. The collection's plugins need only ansible-core and the standard library, and its
+# roles and playbooks call no other collection's filters (no netaddr for ansible.utils' ipaddr, no jmespath).
+PYTHON = []
 SYSTEM = ['openssh-clients [platform:rpm]', 'openssh-client [platform:dpkg]']  # the ssh connection plugin
 NOT_PYTHON = ['nvidia-ml-py', 'pynvml']  # target-side: imported on the GPU hosts only
 
@@ -61,6 +63,10 @@ def entries(kind):
 problems = []
 python = {Requirement(entry).name.lower(): source for entry, source in entries('python')}
 system = dict(entries('system'))
+for name in sorted(set(python) - set(PYTHON)):
+    if python[name] == COLLECTION:
+        problems.append('python: %s is listed (meta/ee-requirements.txt), but the collection needs no such package'
+                        % name)
 for name in PYTHON:
     if name not in python:
         problems.append('python: %s is not listed (meta/ee-requirements.txt)' % name)
@@ -82,7 +88,7 @@ if problems:
     print('\n'.join(problems), file=sys.stderr)
     sys.exit(1)
 EOF
-echo "execution_environment: introspect lists netaddr, jmespath and the ssh client for gpufleet.core"
+echo "execution_environment: introspect lists the ssh client and no Python package for gpufleet.core"
 
 # The example fleet's EE: the build context only (this machine has no registry to pull a base image from).
 [ -f "$repo/examples/hk-fleet/requirements.yml" ] \
@@ -105,9 +111,9 @@ grep -qE '^RUN .*introspect\.py introspect' "$containerfile" \
   || fail "the Containerfile does not introspect the collections' dependencies"
 cmp -s "$repo/examples/hk-fleet/requirements.yml" "$work/context/_build/requirements.yml" \
   || fail "the build context's requirements.yml is not examples/hk-fleet/requirements.yml"
-# The collections whose plugins the fleet's controller runs: gpufleet.core, ansible.utils (ipaddr),
-# community.general (json_query).
-"$venv/bin/python" - "$work/context/_build/requirements.yml" <<'EOF' || fail "examples/hk-fleet/requirements.yml lacks a collection the fleet's EE needs (above)"
+# The collections whose plugins the fleet's controller runs: gpufleet.core, ansible.posix (the callbacks in the
+# example's ansible.cfg); and none it no longer needs.
+"$venv/bin/python" - "$work/context/_build/requirements.yml" <<'EOF' || fail "examples/hk-fleet/requirements.yml lacks a collection the fleet's EE needs, or lists one it does not (above)"
 import sys
 
 import yaml
@@ -115,9 +121,11 @@ import yaml
 with open(sys.argv[1]) as f:
     listed = (yaml.safe_load(f) or {}).get('collections') or []
 names = {entry if isinstance(entry, str) else entry.get('name') for entry in listed}
-missing = [name for name in ('gpufleet.core', 'ansible.utils', 'community.general') if name not in names]
-if missing:
-    print('collections listed: %s; missing: %s' % (', '.join(sorted(map(str, names))), ', '.join(missing)), file=sys.stderr)
+missing = [name for name in ('gpufleet.core', 'ansible.posix') if name not in names]
+unneeded = [name for name in ('ansible.utils', 'community.general') if name in names]
+if missing or unneeded:
+    print('collections listed: %s; missing: %s; not needed: %s' % (', '.join(sorted(map(str, names))),
+          ', '.join(missing) or 'none', ', '.join(unneeded) or 'none'), file=sys.stderr)
     sys.exit(1)
 EOF
 echo "execution_environment: create wrote a Containerfile from $base_image installing examples/hk-fleet/requirements.yml"
