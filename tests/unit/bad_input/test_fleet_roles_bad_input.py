@@ -16,13 +16,12 @@ file the fixture writes.
 from __future__ import absolute_import, division, print_function
 
 import json
-import os
 import sys
 
 import pytest
 
 from ..support.bad_input import assert_refused, snapshot
-from .roles import COLLECTIONS, run_role_cases
+from .roles import run_role_cases
 
 # What the roles would change first on this machine: units, Prometheus's files, the watchdog's configuration and
 # state, the helper bundle.
@@ -208,14 +207,6 @@ ROLES = {
     'gpu_watchdog': (GPU_WATCHDOG_CASES, GPU_WATCHDOG_ACCEPTED, {}),
 }
 
-# A role that checks addresses with ansible.utils' ipaddr filters (a galaxy.yml dependency) runs its cases only where
-# Ansible can load ansible.utils: the oldest test venv has ansible-core alone. The monitoring role's address rules
-# are Python now (module_utils/_values.py, through gpufleet.core.monitoring_problems), so it runs everywhere.
-HAVE_ANSIBLE_UTILS = any(os.path.isdir(os.path.join(folder, 'ansible_collections', 'ansible', 'utils'))
-                         for folder in sys.path + [COLLECTIONS] if folder)
-NEEDS_ANSIBLE_UTILS = ()
-needs_ansible_utils = pytest.mark.skipif(not HAVE_ANSIBLE_UTILS, reason='the collection ansible.utils is not installed')
-
 
 def watched():
     """The files under what the roles would change first, with their bytes and modes."""
@@ -231,8 +222,6 @@ def role_outcomes(tmp_path_factory):
     after)}."""
     found = {}
     for role, (cases, accepted, common) in sorted(ROLES.items()):
-        if role in NEEDS_ANSIBLE_UTILS and not HAVE_ANSIBLE_UTILS:
-            continue
         common = dict(common)
         plan_dir = tmp_path_factory.mktemp('%s-plan' % role)
         if role == 'gpu_watchdog':
@@ -246,8 +235,7 @@ def role_outcomes(tmp_path_factory):
 
 
 def _params(table_index):
-    return [pytest.param(role, case[0], case[2] if table_index == 0 else None, id='%s: %s' % (role, case[0]),
-                         marks=[needs_ansible_utils] if role in NEEDS_ANSIBLE_UTILS else [])
+    return [pytest.param(role, case[0], case[2] if table_index == 0 else None, id='%s: %s' % (role, case[0]))
             for role, tables in sorted(ROLES.items()) for case in tables[table_index]]
 
 

@@ -106,12 +106,6 @@ ROLES = {
     'container_toolkit': (CONTAINER_TOOLKIT_CASES, {}),
 }
 
-# dcgm_exporter's preflight uses ansible.utils' ipaddr filters (a galaxy.yml dependency); the oldest test venv has
-# ansible-core alone, so those cases run only where Ansible can load ansible.utils.
-HAVE_ANSIBLE_UTILS = any(os.path.isdir(os.path.join(folder, 'ansible_collections', 'ansible', 'utils'))
-                         for folder in sys.path + [COLLECTIONS] if folder)
-NEEDS_ANSIBLE_UTILS = ('dcgm_exporter',)
-
 
 def watched():
     """The names and modification times of what the roles would change first; equal before and after a refusal."""
@@ -127,8 +121,6 @@ def role_outcomes(tmp_path_factory):
     """Each role's cases in one check-mode run of its preflight: {role: (outcomes, before, after)}."""
     found = {}
     for role, (cases, common) in sorted(ROLES.items()):
-        if role in NEEDS_ANSIBLE_UTILS and not HAVE_ANSIBLE_UTILS:
-            continue
         workdir = tmp_path_factory.mktemp('%s-cases' % role)
         before = watched()
         outcomes = run_role_cases(role, 'preflight.yml', [(case[0], case[1]) for case in cases], workdir,
@@ -138,12 +130,10 @@ def role_outcomes(tmp_path_factory):
 
 
 ALL_CASES = [(role, case[0], case[2]) for role, (cases, _common) in sorted(ROLES.items()) for case in cases]
-# The oldest ansible-core's test venv has no ansible.utils (the dcgm_exporter role's address filters); the newest has.
-needs_ansible_utils = pytest.mark.skipif(not HAVE_ANSIBLE_UTILS, reason='the collection ansible.utils is not installed')
 
 
 @pytest.mark.parametrize('role, case_id, names', [
-    pytest.param(*case, id='%s: %s' % case[:2], marks=[needs_ansible_utils] if case[0] in NEEDS_ANSIBLE_UTILS else [])
+    pytest.param(*case, id='%s: %s' % case[:2])
     for case in ALL_CASES])
 def test_role_preflight_refuses(role_outcomes, role, case_id, names):
     outcomes, before, after = role_outcomes[role]
@@ -156,7 +146,6 @@ def test_the_table_is_big_enough_and_ids_unique():
     assert len(set(case[:2] for case in ALL_CASES)) == len(ALL_CASES)
 
 
-@needs_ansible_utils
 def test_the_exporter_listen_address_is_compared_as_an_address(tmp_path):
     """Upper case and long forms of the host's IPv6 address are that address; it is written in its canonical form."""
     given = ['fd00::5', 'FD00::5', 'fd00:0:0:0:0:0:0:5', 'FD00:0000::0005']
