@@ -140,8 +140,8 @@ ACCEPTED = [
     ('a class declared before its first host', [setvar(FLEET, 'gpufleet_class_groups',
                                                        ['a100_pcie_4x', 'h100_sxm_8x', 'h200_nvl_1x', 'cpu_only',
                                                         'l40s_4x'])]),
-    ('a memory budget knob with an exception', [setvar(FLEET, 'gpufleet_gpu_memory_budget_percent', 80),
-                                                 setvar(FLEET, 'gpufleet_gpu_memory_budgets', {'imagegen': 90})]),
+    ('a memory budget knob with an exception', [setvar(MONITORING, 'gpufleet_gpu_memory_budget_percent', 80),
+                                                 setvar(MONITORING, 'gpufleet_gpu_memory_budgets', {'imagegen': 90})]),
     ('remote fraction as a string', [setvar(FLEET, 'gpufleet_verify_max_remote_fraction', '0.05')]),
 ]
 
@@ -206,13 +206,13 @@ REFUSED = [
     ('GPU group misspelt', [setvar(FLEET, 'gpufleet_gpu_group', 'gpu_host')], 'fleet',
      ['no group gpu_host', 'gpufleet_gpu_group']),
     # -- the shared thresholds: one knob each
-    ('memory budget with a percent sign', [setvar(FLEET, 'gpufleet_gpu_memory_budget_percent', '85%')], 'fleet',
+    ('memory budget with a percent sign', [setvar(MONITORING, 'gpufleet_gpu_memory_budget_percent', '85%')], 'fleet',
      ['gpufleet_gpu_memory_budget_percent is the string "85%"', 'without a % sign, such as 85']),
-    ('memory budget 0', [setvar(FLEET, 'gpufleet_gpu_memory_budget_percent', 0)], 'fleet',
+    ('memory budget 0', [setvar(MONITORING, 'gpufleet_gpu_memory_budget_percent', 0)], 'fleet',
      ['gpufleet_gpu_memory_budget_percent is the integer 0', 'from 1 to 100']),
-    ('per-service budgets as a list', [setvar(FLEET, 'gpufleet_gpu_memory_budgets', [{'imagegen': 80}])], 'fleet',
+    ('per-service budgets as a list', [setvar(MONITORING, 'gpufleet_gpu_memory_budgets', [{'imagegen': 80}])], 'fleet',
      ['gpufleet_gpu_memory_budgets is the list [{"imagegen": 80}]']),
-    ('per-service budget of 150', [setvar(FLEET, 'gpufleet_gpu_memory_budgets', {'imagegen': 150})], 'fleet',
+    ('per-service budget of 150', [setvar(MONITORING, 'gpufleet_gpu_memory_budgets', {'imagegen': 150})], 'fleet',
      ['gpufleet_gpu_memory_budgets is the mapping {"imagegen": 150}', '(imagegen is not)']),
     ("the watchdog's own budget beside the knob", [setvar(A100, 'gpu_watchdog_memory_budget_percent', 80)], A1,
      ['gpu_watchdog_memory_budget_percent is the integer 80', 'hands down gpufleet_gpu_memory_budget_percent (85)']),

@@ -20,7 +20,8 @@ DEFAULTS = {
     'gpufleet_drivers_roles': ['nvidia_driver', 'container_toolkit', 'cuda'],
     'gpufleet_watchdog_max_quarantined': '10%', 'gpufleet_watchdog_prometheus_url': '',
     'gpufleet_monitoring_group': 'monitoring', 'gpufleet_class_groups': [], 'gpufleet_dc_groups': [],
-    'gpufleet_rack_groups': [], 'gpufleet_verify_max_remote_fraction': 0.02,
+    'gpufleet_rack_groups': [], 'gpufleet_verify_max_remote_fraction': 0.02, 'gpufleet_gpu_memory_budget_percent': 85,
+    'gpufleet_gpu_memory_budgets': {},
 }
 DEFAULTS.update(dict((name, True) for name in fleet.STAGE_SWITCHES))
 
