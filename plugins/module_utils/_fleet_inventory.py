@@ -33,7 +33,8 @@ STAGE_SWITCHES = ('gpufleet_drivers_enabled', 'gpufleet_exporter_enabled', 'gpuf
                   'gpufleet_services_enabled', 'gpufleet_verify_enabled', 'gpufleet_watchdog_enabled',
                   'gpufleet_monitoring_enabled', 'gpufleet_report_enabled')
 # The settings of the whole run: play keywords and fleet-wide switches, which must not differ between hosts.
-FLEET_SETTINGS = ('gpufleet_gpu_memory_budget_percent', 'gpufleet_gpu_memory_budgets', 'gpufleet_gpu_group', 'gpufleet_required_groups', 'gpufleet_serial', 'gpufleet_batch_by',
+FLEET_SETTINGS = ('gpufleet_gpu_memory_budget_percent', 'gpufleet_gpu_memory_budgets', 'gpufleet_gpu_group',
+                  'gpufleet_required_groups', 'gpufleet_serial', 'gpufleet_batch_by',
                   'gpufleet_max_fail_percentage', 'gpufleet_preflight_policy', 'gpufleet_drivers_roles',
                   'gpufleet_watchdog_max_quarantined', 'gpufleet_watchdog_prometheus_url', 'gpufleet_monitoring_group',
                   'gpufleet_class_groups', 'gpufleet_dc_groups', 'gpufleet_rack_groups',
@@ -343,9 +344,9 @@ def fleet_problems(models, settings, per_host_settings):
     """The problems of the fleet as a whole, no one host's: each names every host or group involved."""
     problems = []
     for name, seen in sorted(settings_that_differ(per_host_settings).items()):
+        where = '; '.join('%s on %s' % (value, _hosts_text(hosts)) for value, hosts in sorted(seen.items()))
         problems.append('%s differs between hosts (%s); it applies to the whole run: set it once, in group_vars/all '
-                        'or with -e' % (name, '; '.join('%s on %s' % (value, _hosts_text(hosts))
-                                                          for value, hosts in sorted(seen.items()))))
+                        'or with -e' % (name, where))
     for key, what, parent in (('rack', 'rack', 'dc'), ('dc', 'data centre', None)):
         by_group, by_label = {}, {}
         for model in models.values():

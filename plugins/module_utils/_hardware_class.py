@@ -89,8 +89,9 @@ def contract(expected_gpus, expected_numa):
             problems.append('gpufleet_expected_numa.gpus_per_node %s adds up to %d GPUs, but gpufleet_expected_gpus.count '
                             'is %d; make them agree' % (_counts_text(counts), sum(counts.values()), promise['count']))
         elif promise['nodes'] is not None and any(node >= promise['nodes'] for node in counts):
+            nodes = int(promise['nodes'])
             problems.append('gpufleet_expected_numa.gpus_per_node %s names a node past the %d nodes the class promises '
-                            '(0-%d)' % (_counts_text(counts), promise['nodes'], promise['nodes'] - 1))
+                            '(0-%d)' % (_counts_text(counts), nodes, nodes - 1))
         else:
             promise['gpus_per_node'] = counts
     return promise, problems

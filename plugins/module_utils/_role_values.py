@@ -459,8 +459,8 @@ def _mps_daemons_problems(variable, value):
         if clients is None:
             continue
         if not isinstance(clients, (list, tuple)):
-            problems.append('%s.clients is %s; give a list of clients, such as [{name: llm}]' % (where,
-                                                                                               describe(clients)))
+            problems.append('%s.clients is %s; give a list of clients, such as [{name: llm}]'
+                            % (where, describe(clients)))
             continue
         for number, client in enumerate(clients):
             spot = '%s.clients[%d]' % (where, number)
@@ -503,8 +503,8 @@ def _count(variable, value, low, allowed, example):
     hint = ''
     if isinstance(value, str) and re.fullmatch(r'\s*[0-9]+\s*[A-Za-z%]+\s*', value):
         hint = '; write %s, without a unit' % re.match(r'\s*([0-9]+)', value).group(1)
-    return '%s (%s) must be %s, such as %s (it is %s)%s' % (variable, shown(value), allowed, example,
-                                                           describe(value), hint)
+    return '%s (%s) must be %s, such as %s (it is %s)%s' % (
+        variable, shown(value), allowed, example, describe(value), hint)
 
 
 def _watchdog_path(variable, value, example):

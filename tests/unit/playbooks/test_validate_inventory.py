@@ -12,10 +12,8 @@ ansible-core error. The runs go two at a time; to add a case, add a row.
 from __future__ import absolute_import, division, print_function
 
 import copy
-import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +107,7 @@ def address_of(host, value):
 # who None. Host names: hk1-a100-01..04, hk2-h100-01/02, hk2-h200-01, hk2-cpu-01.
 
 A1, A2, H1, H2, G1, C1 = 'hk1-a100-01', 'hk1-a100-02', 'hk2-h100-01', 'hk2-h100-02', 'hk2-h200-01', 'hk2-cpu-01'
+WITH_IPV6 = ['10.20.0.0/16', '10.30.0.0/16', 'fd00:20::/64']  # the example's management networks and an IPv6 one
 
 ACCEPTED = [
     ('the example as shipped', []),
@@ -122,11 +121,9 @@ ACCEPTED = [
     ('max fail as a digit string', [setvar(FLEET, 'gpufleet_max_fail_percentage', '25')]),
     ('skip_failed policy', [setvar(FLEET, 'gpufleet_preflight_policy', 'skip_failed')]),
     ('a stage switched off with a yes', [setvar(FLEET, 'gpufleet_report_enabled', 'no')]),
-    ('IPv6 management addresses', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.0.0/16', '10.30.0.0/16',
-                                                                              'fd00:20::/64']),
+    ('IPv6 management addresses', [setvar(FLEET, 'gpufleet_management_cidrs', WITH_IPV6),
                                    address_of(A1, 'fd00:20::11')]),
-    ('an IPv6 address written in full', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.0.0/16', '10.30.0.0/16',
-                                                                                   'fd00:20::/64']),
+    ('an IPv6 address written in full', [setvar(FLEET, 'gpufleet_management_cidrs', WITH_IPV6),
                                          address_of(A1, 'fd00:0020:0000:0000:0000:0000:0000:0011')]),
     ('a watchdog cap of 2 hosts', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', 2)]),
     ('a watchdog cap of 0%', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', '0%')]),
@@ -141,7 +138,7 @@ ACCEPTED = [
                                                        ['a100_pcie_4x', 'h100_sxm_8x', 'h200_nvl_1x', 'cpu_only',
                                                         'l40s_4x'])]),
     ('a memory budget knob with an exception', [setvar(MONITORING, 'gpufleet_gpu_memory_budget_percent', 80),
-                                                 setvar(MONITORING, 'gpufleet_gpu_memory_budgets', {'imagegen': 90})]),
+                                                setvar(MONITORING, 'gpufleet_gpu_memory_budgets', {'imagegen': 90})]),
     ('remote fraction as a string', [setvar(FLEET, 'gpufleet_verify_max_remote_fraction', '0.05')]),
 ]
 
@@ -224,8 +221,7 @@ REFUSED = [
      ['gpufleet_management_address', 'the string "hk1-a100-01.mgmt"', 'not an IP address']),
     ('address with a prefix', [address_of(A1, '10.20.1.11/24')], A1,
      ['gpufleet_management_address', '"10.20.1.11/24"', 'give the address alone']),
-    ('IPv6 address in brackets', [setvar(FLEET, 'gpufleet_management_cidrs', ['10.20.0.0/16', '10.30.0.0/16',
-                                                                             'fd00:20::/64']),
+    ('IPv6 address in brackets', [setvar(FLEET, 'gpufleet_management_cidrs', WITH_IPV6),
                                   address_of(A1, '[fd00:20::11]')], A1,
      ['gpufleet_management_address', '"[fd00:20::11]"', 'without brackets']),
     ('address outside the networks', [address_of(A1, '192.168.7.11')], A1,
@@ -251,8 +247,7 @@ REFUSED = [
      ['gpufleet_management_cidrs', 'the mapping']),
     ('two hosts with one address', [address_of(A2, '10.20.1.11')], A2,
      [A1, 'the same gpufleet_management_address 10.20.1.11']),
-    ('one IPv6 address written two ways', [setvar(FLEET, 'gpufleet_management_cidrs',
-                                                  ['10.20.0.0/16', '10.30.0.0/16', 'fd00:20::/64']),
+    ('one IPv6 address written two ways', [setvar(FLEET, 'gpufleet_management_cidrs', WITH_IPV6),
                                            address_of(A1, 'fd00:20::11'), address_of(A2, 'fd00:20:0:0::11')],
      A2, [A1, 'the same gpufleet_management_address fd00:20::11']),
     ('a host outside the run with the address of one inside', [add_to_group('bastion-01', 'ungrouped', '10.20.1.11')],
@@ -324,7 +319,7 @@ REFUSED = [
     ('an LLM on more GPUs than a node has', [setvar(A100, 'hk_llm_gpus', 3)], A1,
      ['service llm asks for 3 whole GPUs on one NUMA node', 'no node of the class has more than 2']),
     ('more whole GPUs than the MIG layouts leave', [setvar(H100, 'mig_layouts', [{'gpus': [3, 4, 5, 6, 7],
-                                                                                   'layout': ['3g.40gb', '3g.40gb']}]),
+                                                                                  'layout': ['3g.40gb', '3g.40gb']}]),
                                                     setvar(H100, 'hk_llm_gpus', 4),
                                                     setvar(H100, 'hk_gateway_cpus', 4)], H1,
      ['the services ask for 4 whole GPUs', 'llm 4']),
@@ -390,10 +385,9 @@ def run_case(root, edits):
     _write(inventory, os.path.join(root, 'inventory'))
     with open(os.path.join(root, 'play.yml'), 'w') as handle:
         handle.write(PLAYBOOK)
-    bundled = glob.glob(os.path.join(REPO, '.venv', 'lib', 'python3*', 'site-packages'))  # ansible.utils
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_NOCOLOR='1',
                ANSIBLE_SSH_EXECUTABLE='/bin/false', ANSIBLE_HOST_KEY_CHECKING='false', ANSIBLE_RETRY_FILES_ENABLED='0',
-               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([os.path.join(REPO, 'build', 'collections')] + bundled))
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'build', 'collections'))  # gpufleet.core alone
     env.pop('ANSIBLE_CONFIG', None)
     ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
                           os.path.join(root, 'inventory'), os.path.join(root, 'play.yml')],

@@ -185,8 +185,8 @@ def test_a_hosts_hardware_class(groups, class_groups, model, found):
     ('not a list', {}, 85, 85.0),
 ])
 def test_the_memory_budget_is_the_strictest_of_the_services_with_gpus(services, budgets, default, expected):
-    entry, _problems = one({'gpu_services_services': services}, {'monitoring_gpu_memory_budgets': budgets,
-                                                                  'monitoring_gpu_memory_budget_percent': default})
+    entry, _problems = one({'gpu_services_services': services},
+                           {'monitoring_gpu_memory_budgets': budgets, 'monitoring_gpu_memory_budget_percent': default})
     assert entry['memory_budget_percent'] == expected
 
 
