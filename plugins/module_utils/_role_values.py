@@ -30,7 +30,7 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
-    decimal_number, describe, is_http_url, is_unit_name, is_unit_prefix, network, path_problem, percentage, shown,
+    boolean, decimal_number, describe, is_http_url, is_unit_name, is_unit_prefix, network, path_problem, percentage, shown,
     whole_number)
 
 _MISSING = object()
@@ -666,7 +666,103 @@ def check_gpu_services(values):
     return check.problems
 
 
+# -- monitoring ------------------------------------------------------------------------------------------------------
+
+
+_DURATION = re.compile(r'[0-9]+(?:ms|s|m|h)')
+_HOST_PORT = re.compile(r'[A-Za-z0-9_.:\[\]-]+:[0-9]+')
+# The role's own scrape jobs (roles/monitoring/vars/main.yml): the pack's alerts select on their names.
+MONITORING_JOBS = ('gpufleet_dcgm_exporter', 'gpufleet_node_exporter', 'prometheus')
+
+
+def _as_text(value):
+    return value if isinstance(value, str) else shown(value)
+
+
+def _in_range(check, name, low, high, words, example, low_open=False, high_open=False):
+    value = check.get(name)
+    if value is _MISSING:
+        return
+    number = decimal_number(value)
+    if number is None or (number <= low if low_open else number < low) or (number >= high if high_open else number > high):
+        check.add('%s is %s: %s, such as %s (it is %s)' % (name, _as_text(value), words, example, describe(value)))
+
+
+def check_monitoring(values):
+    """The monitoring role's settings; the fleet hosts' targets are the monitoring_problems filter's."""
+    check = _Checker(values)
+    _in_range(check, 'monitoring_gpu_memory_budget_percent', 1, 100, 'a GPU memory budget is a percentage from 1 to 100',
+              85)
+    budgets = check.get('monitoring_gpu_memory_budgets')
+    if budgets is not _MISSING and not isinstance(budgets, dict):
+        check.add('monitoring_gpu_memory_budgets is %s: make it a mapping of service name to percentage, such as '
+                  '{imagegen: 80} (it is %s)' % (shown(budgets), describe(budgets)))
+    elif budgets is not _MISSING:
+        bad = [name for name, value in budgets.items() if decimal_number(value) is None
+               or not 1 <= decimal_number(value) <= 100]
+        if bad:
+            check.add('monitoring_gpu_memory_budgets: %s must be percentages from 1 to 100, keyed by service name (got '
+                      '%s)' % (', '.join(map(str, bad)), shown(budgets)))
+    _in_range(check, 'monitoring_gpu_temperature_celsius', 30, 120, 'give a GPU temperature from 30 to 120 (C)', 85)
+    _in_range(check, 'monitoring_gpu_power_percent', 1, 200,
+              'give a share of the enforced power limit from 1 to 200 (%)', 100)
+    _in_range(check, 'monitoring_binding_max_remote_fraction', 0, 1, 'give a fraction above 0 and below 1', 0.02,
+              low_open=True, high_open=True)
+    intervals = [check.get(name) for name in ('monitoring_scrape_interval', 'monitoring_evaluation_interval')]
+    if any(value is not _MISSING and not (isinstance(value, str) and _DURATION.fullmatch(value)) for value in intervals):
+        check.add('monitoring_scrape_interval and monitoring_evaluation_interval are Prometheus durations with a unit, '
+                  'such as 30s or 1m (got %s and %s)' % tuple(shown(value) for value in intervals))
+    for name, example in (('monitoring_dcgm_exporter_port', 9400), ('monitoring_node_exporter_port', 9100)):
+        value = check.get(name)
+        if value is not _MISSING and not (whole_number(value) is not None and 1 <= whole_number(value) <= 65535):
+            check.add('%s (%s) is a port number, 1-65535, such as %d (it is %s)'
+                      % (name, shown(value), example, describe(value)))
+    managers = check.get('monitoring_alertmanagers')
+    if managers is not _MISSING and (not isinstance(managers, (list, tuple)) or not all(
+            isinstance(item, str) and _HOST_PORT.fullmatch(item) for item in managers)):
+        check.add("monitoring_alertmanagers must be a list of host:port entries, such as ['am1.example.com:9093', "
+                  "'[fd00::9]:9093'] (got %s)" % shown(managers))
+    for name in ('monitoring_config_file', 'monitoring_rules_dir', 'monitoring_file_sd_dir',
+                 'monitoring_scrape_config_file', 'monitoring_promtool'):
+        check.rule(name, path_problem, example='/etc/prometheus/rules.d')
+    service = check.get('monitoring_prometheus_service')
+    if service is not _MISSING and not (service == '' or is_unit_name(service) or is_unit_prefix(service)):
+        check.add("monitoring_prometheus_service is %s: give a unit name such as prometheus, or '' to reload nothing"
+                  % shown(service))
+    if check.has('monitoring_install_prometheus', 'monitoring_scrape_config_file', 'monitoring_config_file') \
+            and boolean(check.get('monitoring_install_prometheus')) is False \
+            and check.get('monitoring_scrape_config_file') == check.get('monitoring_config_file'):
+        check.add("With monitoring_install_prometheus false, monitoring_scrape_config_file (%s) must not be your "
+                  "Prometheus's main configuration monitoring_config_file: the role would overwrite it with its "
+                  "snippet; give the snippet its own file, such as /etc/prometheus/gpufleet-scrape.yml"
+                  % check.get('monitoring_scrape_config_file'))
+    api = check.get('monitoring_api_url')
+    if api is not _MISSING and not (api == '' or is_http_url(api)):
+        check.add("monitoring_api_url is %s: give an http(s)://host:port URL with no trailing slash, or '' to ask "
+                  "nothing" % shown(api))
+    report = check.get('monitoring_report_url')
+    if report is not _MISSING and not (report == '' or (isinstance(report, str) and re.fullmatch(r'https?://\S+', report))):
+        check.add("monitoring_report_url is %s: give an http(s):// URL, or '' for the monitoring host's address"
+                  % shown(report))
+    wait = check.get('monitoring_report_wait_sec')
+    if wait is not _MISSING and not (whole_number(wait) is not None and 0 <= whole_number(wait) <= 3600):
+        check.add('monitoring_report_wait_sec %s: give a wait of 0 to 3600 seconds (it is %s)' % (shown(wait),
+                                                                                                  describe(wait)))
+    groups = check.get('monitoring_extra_rule_groups')
+    if groups is not _MISSING and (not isinstance(groups, (list, tuple)) or not all(
+            isinstance(item, dict) and 'name' in item and 'rules' in item for item in groups)):
+        check.add('monitoring_extra_rule_groups must be a list of rule groups, each a mapping with a name and rules '
+                  '(got %s)' % shown(groups))
+    jobs = check.get('monitoring_extra_scrape_configs')
+    if jobs is not _MISSING and (not isinstance(jobs, (list, tuple)) or not all(
+            isinstance(item, dict) and 'job_name' in item and item['job_name'] not in MONITORING_JOBS for item in jobs)):
+        check.add('monitoring_extra_scrape_configs must be a list of scrape jobs, each a mapping with a job_name other '
+                  'than %s, whose alerts select on them (got %s)' % (', '.join(MONITORING_JOBS), shown(jobs)))
+    return check.problems
+
+
 CHECKERS = {
+    'monitoring': check_monitoring,
     'gpu_services': check_gpu_services,
     'nvidia_driver': check_nvidia_driver,
     'cuda': check_cuda,

@@ -209,11 +209,18 @@ def test_the_monitoring_host_is_checked_with_the_others_before_any_host_is_chang
     assert 'gpufleet.core.monitoring: ' in ran.stdout and 'monitoring_install_prometheus' in ran.stdout
     assert 'Preflight every host' not in ran.stdout
 
+    # A value the role's checker refuses stops the run in validate; what only the host can tell, in preflight.
     ran, kept = run_stages(tmp_path / 'range', fleet(tmp_path / 'range', extra_groups=groups,
                                                      host_vars={'hk2-cpu-01': {'monitoring_gpu_temperature_celsius': 20}}))
     assert ran.returncode != 0 and kept is None
-    assert 'Preflight failed on 1 of 3 host(s), so no host was changed: ' in ran.stdout
     assert 'monitoring_gpu_temperature_celsius is 20: give a GPU temperature from 30 to 120' in ran.stdout
+    assert 'Preflight every host' not in ran.stdout
+
+    own = {'monitoring_install_prometheus': False, 'monitoring_promtool': '/nonexistent/bin/promtool'}
+    ran, kept = run_stages(tmp_path / 'host', fleet(tmp_path / 'host', extra_groups=groups, host_vars={'hk2-cpu-01': own}))
+    assert ran.returncode != 0 and kept is None
+    assert 'Preflight failed on 1 of 3 host(s), so no host was changed: ' in ran.stdout
+    assert '/nonexistent/bin/promtool is missing: install promtool' in ran.stdout
 
     ran, kept = run_stages(tmp_path / 'good', fleet(tmp_path / 'good', extra_groups=groups))
     assert ran.returncode == 0, ran.stdout[-6000:]

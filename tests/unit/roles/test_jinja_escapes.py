@@ -244,10 +244,8 @@ def file_strings(relpath):
 
 
 # The guards that moved from the roles' preflights into Python (gpu_watchdog_mig_unit, mps_pipe_root, the driver's
-# package version, gpu_services_unit_prefix and gpu_services_plan_file) are held to the same values in tests/unit/plugins/module_utils/test_role_values.py.
+# package version, gpu_services_unit_prefix, gpu_services_plan_file and monitoring_prometheus_service) are held to the same values in tests/unit/plugins/module_utils/test_role_values.py.
 @pytest.mark.parametrize('relpath, test, variable, accepted, refused', [
-    ('roles/monitoring/tasks/preflight.yml', 'match', 'monitoring_prometheus_service',
-     ['prometheus', 'prometheus@main.service', ''], ['prometheus\n', 'prom etheus', 'prometheus;']),
     # The unit template's ExecStart words that need no quoting.
     ('roles/gpu_services/templates/gpufleet-svc.service.j2', 'match', 'value',
      ['/usr/bin/podman', '--port=8080', 'registry.example.com/rerank:1.4'], ['a b', '/usr/bin/x\n', 'a"b', '$HOME']),
@@ -260,7 +258,6 @@ def test_a_guard_accepts_and_refuses_what_it_did(relpath, test, variable, accept
 
 def test_a_pattern_in_an_expression_keeps_its_single_backslashes():
     """In a {{ }} of a YAML value Ansible doubles the backslashes itself: '\\s' there is the regex \\s."""
-    assert '^/[^\\s]*[^/\\s]\\Z' in file_strings('roles/monitoring/tasks/preflight.yml')
     assert '\\1' in file_strings('roles/gpu_services/tasks/preflight.yml')  # regex_search's group, from "'\\1'"
 
 

@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.core.plugins.module_utils._role_values import CHECKERS, check_role_values
+from ansible_collections.gpufleet.core.plugins.module_utils._role_values import CHECKERS, MONITORING_JOBS, check_role_values
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 FPR = 'EB693B3035CD5710E231E123A4B469963BF863CC'
@@ -165,6 +165,13 @@ REFUSED = [
     ('gpu_services', {'gpu_services_device_allow': ['/dev/nvidia0', 'nvidia-caps']},
      ['gpu_services_device_allow has "nvidia-caps"']),
     ('gpu_services', {'gpu_services_user_prefix': 'GPU-'}, ['gpu_services_user_prefix is the string "GPU-"']),
+    ('monitoring', {'monitoring_gpu_memory_budget_percent': '85%'},
+     ['monitoring_gpu_memory_budget_percent is 85%', 'such as 85', 'the string "85%"']),
+    ('monitoring', {'monitoring_scrape_interval': 30}, ['monitoring_scrape_interval', 'got 30 and "30s"']),
+    ('monitoring', {'monitoring_rules_dir': '/etc/prometheus/../rules'}, ['monitoring_rules_dir', 'without ..']),
+    ('monitoring', {'monitoring_extra_scrape_configs': [{'job_name': 'prometheus'}]},
+     ['monitoring_extra_scrape_configs', 'other than gpufleet_dcgm_exporter']),
+    ('monitoring', {'monitoring_report_wait_sec': '1h'}, ['monitoring_report_wait_sec "1h"', '0 to 3600 seconds']),
 ]
 
 # (role, variables over the defaults): each a good value for a rule above, some in the form -e or INI gives.
@@ -197,6 +204,8 @@ ACCEPTED = [
     ('gpu_services', {'gpu_services_reserved_cpus': '0-1,32-33', 'gpu_services_container_command': '/opt/podman/bin/podman',
                       'gpu_services_device_allow': ['/dev/nvidia-caps', 'char-nvidia-caps'],
                       'gpu_services_mps_unit_prefix': 'nvidia-mps@'}),
+    ('monitoring', {'monitoring_alertmanagers': ['[fd00::9]:9093'], 'monitoring_api_url': '',
+                    'monitoring_install_prometheus': False, 'monitoring_scrape_config_file': '/etc/prometheus/gpufleet.yml'}),
 ]
 
 
@@ -241,6 +250,8 @@ def test_the_role_defaults_pass(role):
     ('mps', 'mps_pipe_root', ['/run/gpufleet-mps', '/run/a/b.c'],
      ['/run/gpufleet-mps\n', '/run/../etc', '/run/.', '/run/a/', '/runx', '/run']),
     ('nvidia_driver', 'nvidia_driver_package_version', ['570.133.20-1', '1:4.2.3-1'], ['570.133.20', '570.133.20-1\n']),
+    ('monitoring', 'monitoring_prometheus_service', ['prometheus', 'prometheus@main.service', ''],
+     ['prometheus\n', 'prom etheus', 'prometheus;']),
     ('gpu_services', 'gpu_services_unit_prefix', ['gpufleet-svc-', 'a.b_c-1'],
      ['gpufleet-svc-\n', 'gpufleet/svc', 'svc@x', '']),
     # The path rule: a '..' component is refused, a name with dots is not.
@@ -259,3 +270,9 @@ def test_every_role_has_refused_and_accepted_cases():
 def test_a_role_without_a_checker_and_missing_variables():
     assert check_role_values('mig', {'mig_reset_strategy': 'rest'}) == []
     assert check_role_values('cuda', {}) == []  # nothing given, nothing checked: the caller fills in the defaults
+
+
+def test_the_monitoring_checker_knows_the_roles_own_job_names():
+    with open(os.path.join(REPO, 'roles', 'monitoring', 'vars', 'main.yml')) as handle:
+        found = yaml.safe_load(handle)
+    assert MONITORING_JOBS == (found['_monitoring_dcgm_job'], found['_monitoring_node_job'], 'prometheus')
