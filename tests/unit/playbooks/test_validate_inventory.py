@@ -12,6 +12,7 @@ ansible-core error. The runs go two at a time; to add a case, add a row.
 from __future__ import absolute_import, division, print_function
 
 import copy
+import glob
 import json
 import os
 import subprocess
@@ -385,9 +386,12 @@ def run_case(root, edits):
     _write(inventory, os.path.join(root, 'inventory'))
     with open(os.path.join(root, 'play.yml'), 'w') as handle:
         handle.write(PLAYBOOK)
+    # The json stdout callback is ansible.posix's: it comes from the `ansible` package in .venv, which .venv-oldest
+    # (ansible-core alone) borrows. The playbook itself needs gpufleet.core alone.
+    bundled = glob.glob(os.path.join(REPO, '.venv', 'lib', 'python3*', 'site-packages'))
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_NOCOLOR='1',
                ANSIBLE_SSH_EXECUTABLE='/bin/false', ANSIBLE_HOST_KEY_CHECKING='false', ANSIBLE_RETRY_FILES_ENABLED='0',
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'build', 'collections'))  # gpufleet.core alone
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([os.path.join(REPO, 'build', 'collections')] + bundled))
     env.pop('ANSIBLE_CONFIG', None)
     ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
                           os.path.join(root, 'inventory'), os.path.join(root, 'play.yml')],

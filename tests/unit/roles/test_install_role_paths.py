@@ -126,7 +126,8 @@ def test_dcgm_packages_follow_the_cuda_major_and_mode(render):
 
 
 def exporter_unit(render, **overrides):
-    # The address is chosen with ansible.utils' ipaddr filters, which molecule runs for real; here it is given.
+    # The address is chosen in preflight with the gpufleet.core.addresses_in filter, which molecule runs for real;
+    # here it is given.
     overrides.setdefault('_dcgm_exporter_address', '10.20.0.11')
     return render('dcgm_exporter', 'ubuntu2204', **overrides).template('gpufleet-dcgm-exporter.service.j2')
 
