@@ -52,8 +52,11 @@ INVENTORY = os.path.join(LAB, 'inventory')
 HOSTS = ['hk1-a100-01', 'hk1-a100-02', 'hk2-h100-01', 'hk2-h200-01', 'hk2-cpu-01']
 A100 = ['hk1-a100-01', 'hk1-a100-02']
 BAD_HOST = 'hk1-a100-02'
-# Three 3g.40gb on one A100 80GB: at most two fit.
+# Three 3g.40gb on one A100 80GB: at most two fit, which validate knows from the class, before any host is read.
 BAD_LAYOUT = {'mig_layouts': [{'gpus': [2, 3], 'layout': ['3g.40gb', '3g.40gb', '3g.40gb']}]}
+# A host that differs from its class's NUMA shape (as one with Sub-NUMA Clustering on would): only preflight, which
+# reads the host, can tell.
+BAD_SHAPE = {'gpufleet_expected_numa': {'nodes': 4}}
 # Everything in one batch where a step does not test the batching: the two CPUs are the limit, not the hosts.
 ONE_BATCH = {'gpufleet_batch_by': '', 'gpufleet_serial': '100%'}
 SERVICES = ['gpufleet-svc-llm.service', 'gpufleet-svc-imagegen.service']
@@ -204,9 +207,16 @@ def step_refused():
     host_vars(BAD_HOST, BAD_LAYOUT)
     rc, output, recap, summary = site()
     check(rc != 0, 'a layout that cannot fit did not fail the run', output)
+    check(line_of(summary, BAD_HOST).startswith(BAD_HOST + ': FAILED validate, not changed: ')
+          and '3g.40gb allows at most 2 per GPU' in line_of(summary, BAD_HOST),
+          'validate did not refuse the layout, naming the host and why', output)
+    check('Preflight every host' not in output, 'preflight ran after validate refused a host', output)
+    host_vars(BAD_HOST, BAD_SHAPE)
+    rc, output, recap, summary = site()
+    check(rc != 0, 'a host that differs from its class did not fail the run', output)
     check('Preflight failed on 1 of 5 host(s), so no host was changed: %s: ' % BAD_HOST in output,
           'the refusal does not name the host', output)
-    check('3g.40gb allows at most 2 per GPU' in output, 'the refusal does not say why', output)
+    check('the class promises 4 NUMA node(s) with CPUs' in output, 'the refusal does not say why', output)
     check(line_of(summary, BAD_HOST).startswith(BAD_HOST + ': FAILED preflight, not changed: '),
           'the summary does not name the failed host', output)
     check(all('not changed (the run stopped before the rollout)' in line_of(summary, host)
