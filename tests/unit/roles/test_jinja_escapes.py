@@ -244,7 +244,8 @@ def file_strings(relpath):
 
 
 # The guards that moved from the roles' preflights into Python (gpu_watchdog_mig_unit, mps_pipe_root, the driver's
-# package version, gpu_services_unit_prefix, gpu_services_plan_file and monitoring_prometheus_service) are held to the same values in tests/unit/plugins/module_utils/test_role_values.py.
+# package version, gpu_services_unit_prefix, gpu_services_plan_file and monitoring_prometheus_service) are held to
+# the same values in tests/unit/plugins/module_utils/test_role_values.py.
 @pytest.mark.parametrize('relpath, test, variable, accepted, refused', [
     # The unit template's ExecStart words that need no quoting.
     ('roles/gpu_services/templates/gpufleet-svc.service.j2', 'match', 'value',
