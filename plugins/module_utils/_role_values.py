@@ -280,7 +280,7 @@ def check_cuda(values):
             check.add('cuda_default_release is %s; give a release as a quoted string, such as "12.8"'
                       % describe(default))
         elif releases is not None and default not in releases:
-            check.add('cuda_default_release is %s, which is not a release of cuda_toolkits (%s); give one of them, '
+            check.add('cuda_default_release is %s, which is not a release of cuda_toolkits: it must be one of %s, '
                       'or add a toolkit for it' % (describe(default), ', '.join(releases)))
     _apt_source(check, 'cuda')
     return check.problems

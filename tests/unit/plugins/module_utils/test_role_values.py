@@ -50,7 +50,8 @@ REFUSED = [
     # cuda
     ('cuda', {'cuda_default_release': 12.1}, ['cuda_default_release is the number 12.1', 'quote it']),
     ('cuda', {'cuda_default_release': '12'}, ['cuda_default_release', '"12"', 'such as "12.8"']),
-    ('cuda', {'cuda_default_release': '12.9'}, ['cuda_default_release', '"12.9"', 'not a release of cuda_toolkits']),
+    ('cuda', {'cuda_default_release': '12.9'}, ['cuda_default_release', '"12.9"', 'not a release of cuda_toolkits',
+                                                'must be one of 12.8']),
     ('cuda', {'cuda_toolkits': {'release': '12.8', 'version': '12.8.1-1'}}, ['cuda_toolkits must be a list', 'mapping']),
     ('cuda', {'cuda_toolkits': []}, ['cuda_toolkits is empty']),
     ('cuda', {'cuda_toolkits': ['12.8']}, ['cuda_toolkits[0]', '"12.8"', 'mapping']),
