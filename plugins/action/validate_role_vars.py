@@ -64,7 +64,8 @@ class ActionModule(ValidateArgumentSpec):
         result['roles'] = list(roles)
         if problems:
             result['failed'] = True
-            result['msg'] = 'role variables that would be refused: %s' % '; '.join(
+            # It runs before a role changes anything, and changes nothing itself.
+            result['msg'] = 'role variables that would be refused: %s. Nothing was changed.' % '; '.join(
                 'gpufleet.core.%s: %s' % (role, '; '.join(messages)) for role, messages in sorted(problems.items()))
         else:
             result['msg'] = 'the variables of %s match their argument specs and value rules' % ', '.join(roles)

@@ -88,7 +88,7 @@ def test_problems_of_every_role_are_reported_at_once(tmp_path):
     assert 'mig_force' in mig and 'bool' in mig
     assert 'gpu_services_services' in ' '.join(bad['problems']['gpu_services'])
     assert bad['msg'].startswith('role variables that would be refused: gpufleet.core.gpu_services: ')
-    assert '(see ansible-doc -t role gpufleet.core.mig)' in bad['msg']
+    assert '(see ansible-doc -t role gpufleet.core.mig)' in bad['msg'] and bad['msg'].endswith('. Nothing was changed.')
 
     values = got['values']
     assert values['failed'] and sorted(values['problems']) == ['dcgm_exporter', 'mps']
