@@ -19,13 +19,8 @@ import re
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action.validate_argument_spec import ActionModule as ValidateArgumentSpec
 
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import trust_as_template
 from ansible_collections.gpufleet.core.plugins.plugin_utils._role_vars import role_names, role_options, role_problems
-
-try:  # ansible-core 2.19 and later render only strings marked as trusted templates
-    from ansible.template import trust_as_template
-except ImportError:  # older ansible-core renders any string
-    def trust_as_template(value):
-        return value
 
 
 class ActionModule(ValidateArgumentSpec):
