@@ -22,28 +22,13 @@ import re
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_path, is_unit_name, is_unit_prefix
+from ansible_collections.gpufleet.core.plugins.module_utils._xid_catalog import (
+    APPLICATION, FALLEN_OFF_BUS, IGNORE, REBOOT_HOST, RESET_GPU, RESTART_APP, RMA_REPEATS, RMA_WINDOW_SEC, RMA_XIDS,
+    SCHEDULE_RESET, bucket as xid_bucket,
+)
 
 CONFIG_VERSION = 1
 STATE_VERSION = 1
-
-# NVIDIA's Xid catalog, grouped by the action it recommends (docs.nvidia.com/deploy/xid-errors).
-APPLICATION = 'application'        # the application faulted: restart it
-RESTART_APP = 'restart_app'        # contained ECC error (94): restart the application
-RESET_GPU = 'reset_gpu'            # uncontained or double-bit ECC error (48, 95): reset the GPU
-SCHEDULE_RESET = 'schedule_reset'  # a row remap is pending (63): reset the GPU when convenient
-DRAIN = 'drain'                    # row remap failed (64): drain, reset, RMA if it recurs
-FALLEN_OFF_BUS = 'fallen_off_bus'  # the GPU is gone (79): quarantine, reboot, hardware
-UNCLASSIFIED = 'unclassified'      # reported, never acted on
-XID_BUCKETS = {
-    13: APPLICATION, 31: APPLICATION, 43: APPLICATION, 45: APPLICATION, 68: APPLICATION, 69: APPLICATION,
-    94: RESTART_APP,
-    48: RESET_GPU, 95: RESET_GPU,
-    63: SCHEDULE_RESET,
-    64: DRAIN,
-    79: FALLEN_OFF_BUS,
-}
-# How many Xid 64 on one GPU make it a candidate for return (RMA) rather than a one-off.
-RECURRING_REMAP_FAILURES = 2
 
 # Kinds of decision; each is a label of the actions metric.
 RESTART = 'restart'
@@ -182,7 +167,8 @@ def check_budgets_name_services(config, plan):
 
 def fresh_state():
     return {'version': STATE_VERSION, 'checks': 0, 'boot_id': None, 'kernel_cursor': None, 'restarts': {},
-            'resets': {}, 'reboots': [], 'quarantined': {}, 'reset_pending': {}, 'xid_counts': {}, 'gpu_index': {},
+            'resets': {}, 'reboots': [], 'quarantined': {}, 'reset_pending': {}, 'xid_counts': {}, 'rma_events': {},
+            'gpu_index': {},
             'actions_total': dict((kind, 0) for kind in KINDS if kind != REPORT)}
 
 
@@ -198,10 +184,6 @@ def read_state(document):
 
 
 # -- Xid events -------------------------------------------------------------------------------------------------
-
-
-def xid_bucket(xid):
-    return XID_BUCKETS.get(xid, UNCLASSIFIED)
 
 
 def normalise_bus_id(text):
@@ -320,6 +302,8 @@ def decide(config, plan, readings, state, now):
     state = dict(state, restarts=dict(state['restarts']), resets=dict(state['resets']),
                  quarantined=dict(state['quarantined']), reset_pending=dict(state['reset_pending']),
                  xid_counts=dict((k, dict(v)) for k, v in state['xid_counts'].items()),
+                 rma_events=dict((gpu, [t for t in times if now - t < RMA_WINDOW_SEC])
+                                 for gpu, times in state['rma_events'].items()),
                  gpu_index=dict(state['gpu_index']), reboots=list(state['reboots']),
                  actions_total=dict(state['actions_total']))
     decisions = []
@@ -404,6 +388,7 @@ def decide(config, plan, readings, state, now):
     xids = merge_xids(gpus, readings.get('xids', []))
     lost = [g for g in gpus if g.get('lost')]
     lost_keys = set()
+    reboot_for = set()  # GPUs whose Xid only a reboot of the host recovers
     for event in xids:
         gpu = event['gpu']
         evidence = dict((k, event[k]) for k in ('xid', 'bucket', 'device', 'pid', 'pci_bus_id', 'sources', 'message'))
@@ -422,22 +407,33 @@ def decide(config, plan, readings, state, now):
             decisions.append(_decision(REPORT, 'xid', 'Xid %d (%s) on quarantined GPU %s' % (event['xid'], bucket, gpu),
                                        evidence, gpu=gpu, act=False, why_not='GPU quarantined'))
             continue
-        if bucket == FALLEN_OFF_BUS:
+        if event['xid'] in RMA_XIDS:
+            # A memory or bus fault: one is reset; a repeat within the window is hardware to return.
+            state['rma_events'][gpu] = state['rma_events'].get(gpu, []) + [now]
+            evidence['rma_faults_in_window'] = len(state['rma_events'][gpu])
+            evidence['rma_candidate'] = len(state['rma_events'][gpu]) >= RMA_REPEATS
+        if evidence.get('rma_candidate'):
+            handled_gpus.add(gpu)
+            if bucket == FALLEN_OFF_BUS:
+                lost_keys.add(gpu)
+            quarantine(gpu, 'xid', 'Xid %d on GPU %s is its memory or bus fault number %d within %d days: drain it, '
+                       'take it out of service and return it (RMA)' % (event['xid'], gpu, len(state['rma_events'][gpu]),
+                                                                      RMA_WINDOW_SEC // 86400), evidence, gpu=gpu)
+        elif bucket == FALLEN_OFF_BUS:
             if gpu not in lost_keys:
                 lost_keys.add(gpu)
                 handled_gpus.add(gpu)
                 quarantine(gpu, 'xid', 'Xid 79 on GPU %s: fallen off the bus' % gpu, evidence, gpu=gpu)
-        elif bucket == DRAIN:
+        elif bucket == REBOOT_HOST:
             handled_gpus.add(gpu)
-            recurring = evidence['count_on_gpu'] >= RECURRING_REMAP_FAILURES
-            quarantine(gpu, 'xid', 'Xid 64 on GPU %s: a row remap failed; drain it, reset it%s' % (
-                gpu, ', and return it (RMA): this is failure %d' % evidence['count_on_gpu'] if recurring else ''),
-                dict(evidence, rma_candidate=recurring), gpu=gpu)
+            reboot_for.add(gpu)
+            quarantine(gpu, 'xid', 'Xid %d on GPU %s: NVIDIA\'s catalog says only a reboot of the host recovers it'
+                       % (event['xid'], gpu), evidence, gpu=gpu)
         elif bucket == SCHEDULE_RESET:
             if gpu in state['reset_pending']:
                 continue
-            decisions.append(_decision(SCHEDULE_RESET, 'xid', 'Xid 63 on GPU %s: a row remap waits for the next '
-                                       'GPU reset or reboot' % gpu, evidence, gpu=gpu))
+            decisions.append(_decision(SCHEDULE_RESET, 'xid', 'Xid %d on GPU %s: a row remap waits for the next '
+                                       'GPU reset or reboot' % (event['xid'], gpu), evidence, gpu=gpu))
         elif bucket == RESET_GPU:
             handled_gpus.add(gpu)
             on_gpu = [s for s in services if s.on(gpu)]
@@ -465,9 +461,13 @@ def decide(config, plan, readings, state, now):
                 _request_restart(restarts, service, 'xid', 'Xid %d (%s) on %s' % (
                     event['xid'], bucket, event['device'] or gpu), evidence, config['restart_on_xid'],
                     'gpu_watchdog_restart_on_xid is off')
+        elif bucket == IGNORE:
+            decisions.append(_decision(REPORT, 'xid', 'Xid %d on GPU %s: NVIDIA\'s catalog says no action is needed'
+                                       % (event['xid'], gpu), evidence, gpu=gpu, act=False, why_not='ignore'))
         else:
-            decisions.append(_decision(REPORT, 'xid', 'Xid %d on GPU %s: not in a bucket the watchdog acts on'
-                                       % (event['xid'], gpu), evidence, gpu=gpu, act=False, why_not='unclassified'))
+            decisions.append(_decision(REPORT, 'xid', 'Xid %d (%s) on GPU %s: look it up in NVIDIA\'s Xid catalog; the '
+                                       'watchdog does not act on it' % (event['xid'], bucket, gpu), evidence, gpu=gpu,
+                                       act=False, why_not=bucket))
 
     # NVML answers GPU_IS_LOST: quarantined as its Xid 79 is, once.
     for gpu in lost:
@@ -484,8 +484,8 @@ def decide(config, plan, readings, state, now):
         quarantine(key, 'gpu_lost', 'GPU %d (%s) is lost: NVML answers GPU_IS_LOST; its services cannot run until '
                    'the host is rebooted and the GPU checked' % (gpu['index'], uuid or 'UUID unknown'), evidence,
                    gpu=uuid)
-    if lost_keys and config['allow_reboot']:
-        decisions.append(_reboot(config, state, readings, now, sorted(k for k in lost_keys if k)))
+    if (lost_keys or reboot_for) and config['allow_reboot']:
+        decisions.append(_reboot(config, state, readings, now, sorted(k for k in lost_keys | reboot_for if k)))
 
     # Per service: memory against its budget, its unit, its binding.
     for service in services:
@@ -574,7 +574,8 @@ def _reboot(config, state, readings, now, keys):
     elif last is not None and now - last < config['reboot_cooldown_sec']:
         why_not = 'the watchdog rebooted %d s ago, within gpu_watchdog_reboot_cooldown_sec (%d): no reboot loop' % (
             now - last, config['reboot_cooldown_sec'])
-    return _decision(REBOOT, 'gpu_lost', 'reboot: %s lost' % ', '.join(keys), evidence, act=why_not is None,
+    return _decision(REBOOT, 'gpu_lost', 'reboot: %s lost or needing a reboot' % ', '.join(keys), evidence,
+                     act=why_not is None,
                      why_not=why_not)
 
 

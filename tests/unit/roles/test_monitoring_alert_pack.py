@@ -21,7 +21,7 @@ PACK = os.path.join(ROLES, 'monitoring', 'templates', 'gpu_alerts.rules.yml.j2')
 TESTS = os.path.join(REPO, 'tests', 'promtool')
 INHIBIT = os.path.join(ROLES, 'monitoring', 'files', 'alertmanager-inhibit.yml')
 # NVIDIA's Xid catalog buckets, and what the pack does where no Xid applies.
-XID_ACTIONS = {'restart-application', 'reset-gpu', 'schedule-reset', 'drain-and-rma', 'fallen-off-bus'}
+XID_ACTIONS = {'restart-application', 'reset-gpu', 'schedule-reset', 'reboot-host', 'drain-and-rma', 'fallen-off-bus'}
 OTHER_ACTIONS = {'investigate', 'check-cooling', 'check-power', 'restart-exporter', 'rebind-service'}
 # Alerts about a host or a service rather than one GPU: no GPU UUID to name.
 HOST_LEVEL = {'GpuExporterDown', 'GpusMissing', 'GpuServiceBindingDrift'}
@@ -83,20 +83,25 @@ def test_every_alert_is_complete(rule):
         assert '$labels.UUID' in annotations['description']
 
 
-def test_the_xid_buckets_follow_nvidias_catalog():
-    buckets = {}
+def test_each_xid_alert_selects_its_bucket_of_the_xid_table():
+    """The pack takes its Xids from the table (gpufleet.core.xid_alert), one bucket per alert; every bucket but the
+    application Xids and those the catalog says to ignore has an alert. tests/promtool/xid_catalog_test.yml fires
+    every Xid of the catalog through the rendered pack."""
+    pieces = {}
     for rule in load_pack():
-        match = re.search(r'DCGM_EXP_XID_ERRORS_COUNT\{xid(=~|=|!~)"([0-9|]+)"\}', rule['expr'])
-        if match:
-            buckets[rule['alert']] = (match.group(1), set(match.group(2).split('|')), rule['labels']['action'])
-    assert buckets == {
-        'GpuXidRestartApplication': ('=', {'94'}, 'restart-application'),
-        'GpuXidResetGpu': ('=~', {'48', '95'}, 'reset-gpu'),
-        'GpuXidScheduleReset': ('=', {'63'}, 'schedule-reset'),
-        'GpuXidDrainAndRma': ('=', {'64'}, 'drain-and-rma'),
-        'GpuFallenOffBus': ('=', {'79'}, 'fallen-off-bus'),
-        # Everything else, less the application Xids and the buckets above.
-        'GpuXidOther': ('!~', {'13', '31', '43', '45', '48', '63', '64', '79', '94', '95'}, 'investigate'),
+        found = re.findall(r'DCGM_EXP_XID_ERRORS_COUNT\{xid(=~|!~)"\[\[ \'([a-z_]+)\' \| gpufleet\.core\.xid_alert \]\]"\}',
+                           rule['expr'])
+        if found:
+            pieces[rule['alert']] = (found, rule['labels']['action'])
+    assert pieces == {
+        'GpuXidRestartApplication': ([('=~', 'restart_app')], 'restart-application'),
+        'GpuXidResetGpu': ([('=~', 'reset_gpu')], 'reset-gpu'),
+        'GpuXidScheduleReset': ([('=~', 'schedule_reset')], 'schedule-reset'),
+        'GpuXidRebootHost': ([('=~', 'reboot_host')], 'reboot-host'),
+        'GpuXidDrainAndRma': ([('=~', 'rma')], 'drain-and-rma'),
+        'GpuFallenOffBus': ([('=~', 'fallen_off_bus')], 'fallen-off-bus'),
+        # The investigate bucket and every Xid the catalog does not list.
+        'GpuXidOther': ([('!~', 'not_investigate')], 'investigate'),
     }
 
 

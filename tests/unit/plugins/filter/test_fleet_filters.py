@@ -31,3 +31,16 @@ def test_preflight_failures_name_the_reason_or_that_the_host_went_away():
         'b': 'no GPU', 'c': 'unreachable, or failed before preflight could record why'}
     with pytest.raises(AnsibleFilterError, match='one reason per host'):
         fleet.preflight_failures(['a', 'b'], ['a'], [''])
+
+
+# -- xid_alert ----------------------------------------------------------------------------------------------------
+
+def test_xid_alert_writes_a_bucket_and_refuses_what_names_none():
+    from ansible_collections.gpufleet.core.plugins.filter.xid import FilterModule as XidFilters
+    xid_alert = XidFilters().filters()['xid_alert']
+    assert xid_alert('fallen_off_bus') == '79'
+    assert xid_alert('rma_range') == '[7d:5m]'
+    with pytest.raises(AnsibleFilterError, match="gpufleet.core.xid_alert: 'reset' names no piece of the alert pack"):
+        xid_alert('reset')
+    with pytest.raises(AnsibleFilterError, match='give the name of a piece as a string, such as reset_gpu'):
+        xid_alert(48)

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _watchdog as wd
+from ansible_collections.gpufleet.core.plugins.module_utils import _xid_catalog as catalog
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report import journal_lines, metrics
 
 GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
@@ -122,11 +123,49 @@ def test_memory_restarts_can_be_switched_off():
 
 # -- Xid buckets -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize('number', [13, 31, 43, 45, 94])
-def test_an_application_xid_restarts_the_services_on_that_gpu_only(number):
-    decisions = run(reads=readings(xids=[xid(number)]))[0]
+# What the watchdog does for each bucket of the Xid table, without and with a GPU reset allowed (the test's own
+# statement of the decision table in docs/gpu_watchdog.md, not read from the code under test).
+EXPECTED_KINDS = {
+    catalog.APPLICATION: ([wd.RESTART], [wd.RESTART]),
+    catalog.RESTART_APP: ([wd.RESTART], [wd.RESTART]),
+    catalog.IGNORE: ([], []),
+    catalog.INVESTIGATE: ([], []),
+    catalog.SCHEDULE_RESET: ([wd.SCHEDULE_RESET], [wd.SCHEDULE_RESET]),
+    catalog.RESET_GPU: ([wd.QUARANTINE], [wd.RESET]),
+    catalog.REBOOT_HOST: ([wd.QUARANTINE, wd.REBOOT], [wd.QUARANTINE, wd.REBOOT]),
+    catalog.FALLEN_OFF_BUS: ([wd.QUARANTINE, wd.REBOOT], [wd.QUARANTINE, wd.REBOOT]),
+}
+
+
+@pytest.mark.parametrize('number', sorted(catalog.CATALOG) + [163, 999])
+@pytest.mark.parametrize('allow_reset', [False, True], ids=['no-reset', 'reset-allowed'])
+def test_every_xid_of_the_table_gets_its_buckets_decision(number, allow_reset):
+    bucket = catalog.bucket(number)
+    expected = EXPECTED_KINDS[catalog.INVESTIGATE if bucket == catalog.UNCLASSIFIED else bucket][allow_reset]
+    decisions = run(cfg=config(allow_reset=allow_reset, allow_reboot=True), reads=readings(xids=[xid(number)]))[0]
+    if expected == [wd.RESTART]:  # llm and chat, the services on GPU 0, in one decision each
+        assert restarted(decisions) == ['chat', 'llm']
+        assert {d['evidence']['xid']['bucket'] for d in decisions} == {bucket}
+    else:
+        assert [d['kind'] for d in acted(decisions)] == expected
+        assert decisions[0]['evidence']['bucket'] == bucket
+    if not expected:
+        assert [(d['kind'], d['act']) for d in decisions] == [(wd.REPORT, False)]
+
+
+@pytest.mark.parametrize('number', [13, 31, 43, 45])
+def test_an_application_xid_never_resets_or_quarantines_even_when_allowed(number):
+    decisions = run(cfg=config(allow_reset=True, allow_reboot=True), reads=readings(xids=[xid(number)] * 3))[0]
+    assert not [d for d in decisions if d['kind'] in (wd.RESET, wd.QUARANTINE, wd.REBOOT)]
     assert restarted(decisions) == ['chat', 'llm']
-    assert decisions[0]['evidence']['xid']['bucket'] in (wd.APPLICATION, wd.RESTART_APP)
+
+
+@pytest.mark.parametrize('number', catalog.xids_in(catalog.RESET_GPU))
+def test_every_reset_class_xid_resets_the_gpu_with_its_clients_stopped(number):
+    decisions = run(cfg=config(allow_reset=True), reads=readings(xids=[xid(number)]))[0]
+    (reset,) = acted(decisions)
+    assert reset['kind'] == wd.RESET and reset['gpu'] == GPU0
+    assert reset['units'] == ['gpufleet-svc-llm.service', 'gpufleet-svc-chat.service']
 
 
 def test_an_application_xid_on_a_mig_device_restarts_only_its_service():
@@ -173,18 +212,43 @@ def test_xid_63_schedules_a_reset_once_and_a_reboot_clears_it():
     assert run(reads=rebooted, state=state)[1]['reset_pending'] == {}
 
 
-def test_xid_64_drains_and_a_recurrence_makes_an_rma_candidate():
-    decisions, state, _summary = run(reads=readings(xids=[xid(64)]))
-    (drain,) = acted(decisions)
-    assert drain['kind'] == wd.QUARANTINE and not drain['evidence']['rma_candidate']
-    state['quarantined'] = {}  # an operator cleared it
-    decisions = run(reads=readings(xids=[xid(64)]), state=state)[0]
-    assert decisions[0]['evidence']['rma_candidate'] and 'RMA' in decisions[0]['reason']
+def test_a_first_xid_64_resets_and_a_repeat_within_the_window_asks_for_an_rma():
+    cfg = config(allow_reset=True)
+    decisions, state, _summary = run(cfg=cfg, reads=readings(xids=[xid(64)]))
+    (reset,) = acted(decisions)
+    assert reset['kind'] == wd.RESET and not reset['evidence']['rma_candidate']
+    later = NOW + catalog.RMA_WINDOW_SEC - 60
+    decisions, state, _summary = run(cfg=cfg, reads=readings(xids=[xid(64)]), state=state, now=later)
+    (rma,) = acted(decisions)
+    assert rma['kind'] == wd.QUARANTINE and rma['evidence']['rma_candidate']
+    assert 'memory or bus fault number 2 within 7 days' in rma['reason'] and 'RMA' in rma['reason']
 
 
-def test_an_unclassified_xid_is_only_reported():
-    decisions = run(reads=readings(xids=[xid(62)]))[0]
-    assert [(d['kind'], d['act']) for d in decisions] == [(wd.REPORT, False)]
+def test_a_repeat_outside_the_window_is_reset_again_not_returned():
+    cfg = config(allow_reset=True)
+    state = run(cfg=cfg, reads=readings(xids=[xid(64)]))[1]
+    decisions, state, _summary = run(cfg=cfg, reads=readings(xids=[xid(64)]), state=state,
+                                     now=NOW + catalog.RMA_WINDOW_SEC + 60)
+    assert [d['kind'] for d in acted(decisions)] == [wd.RESET]
+    assert state['rma_events'][GPU0] == [NOW + catalog.RMA_WINDOW_SEC + 60]  # the old one aged out
+
+
+def test_different_memory_faults_on_one_gpu_count_together_other_gpus_do_not():
+    cfg = config(allow_reset=True)
+    state = run(cfg=cfg, reads=readings(xids=[xid(48)]))[1]
+    decisions, state, _summary = run(cfg=cfg, reads=readings(xids=[xid(95, gpu=GPU1)]), state=state, now=NOW + 60)
+    assert [d['kind'] for d in acted(decisions)] == [wd.RESET]  # GPU 1's first
+    decisions = run(cfg=cfg, reads=readings(xids=[xid(95)]), state=state, now=NOW + 120)[0]
+    assert [(d['kind'], d['evidence']['rma_candidate']) for d in acted(decisions)] == [(wd.QUARANTINE, True)]
+
+
+def test_a_reset_class_xid_that_is_not_a_memory_fault_never_asks_for_an_rma():
+    cfg = config(allow_reset=True)
+    state = wd.fresh_state()
+    for check in range(3):
+        decisions, state, _summary = run(cfg=cfg, reads=readings(xids=[xid(119)]), state=state, now=NOW + 600 * check)
+        assert [d['kind'] for d in decisions] == [wd.RESET]
+    assert state['quarantined'] == {}
 
 
 # -- lost GPU, Xid 79, reboot -----------------------------------------------------------------------------------
