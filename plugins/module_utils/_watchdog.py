@@ -416,9 +416,10 @@ def decide(config, plan, readings, state, now):
             handled_gpus.add(gpu)
             if bucket == FALLEN_OFF_BUS:
                 lost_keys.add(gpu)
+            faults = len(state['rma_events'][gpu])
             quarantine(gpu, 'xid', 'Xid %d on GPU %s is its memory or bus fault number %d within %d days: drain it, '
-                       'take it out of service and return it (RMA)' % (event['xid'], gpu, len(state['rma_events'][gpu]),
-                                                                      RMA_WINDOW_SEC // 86400), evidence, gpu=gpu)
+                       'take it out of service and return it (RMA)' % (event['xid'], gpu, faults, RMA_WINDOW_SEC // 86400),
+                       evidence, gpu=gpu)
         elif bucket == FALLEN_OFF_BUS:
             if gpu not in lost_keys:
                 lost_keys.add(gpu)
