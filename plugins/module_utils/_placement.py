@@ -20,7 +20,8 @@ The rules, in the order they are applied:
    the lowest PCI bus id (UUID where none): never the index, which can change between boots.
 4. CPUs are whole cores (SMT siblings together) packed from the low end of the node's free cores; services
    with a CPU count go before services that take ``all``. Reserved CPUs are never used, and a core with a
-   reserved CPU is not used at all.
+   reserved CPU is not used at all. Reserved CPUs the host does not have (or has offline) are refused: a typo
+   there would reserve nothing.
 
 This is a private module: its API may change without notice.
 """
@@ -32,6 +33,7 @@ __metaclass__ = type
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError
 from ansible_collections.gpufleet.core.plugins.module_utils._placement_spec import (
     PlacementError,
+    check_reserved,
     parse_specs,
     reserved_cpus as parse_reserved,
 )
@@ -55,6 +57,7 @@ def place(topology, services, reserved_cpus=None, previous=None, mps_daemons=Non
         raise PlacementError('%s; fix reserved_cpus or gather the topology again' % exc)
     except TopologyModelError as exc:
         raise PlacementError(str(exc))
+    check_reserved(host, reserved)
     daemons = normalise_daemons(host, mps_daemons)
     if not isinstance(services, list):
         raise PlacementError('services must be a list of service specs (dicts with at least a name), got %r'

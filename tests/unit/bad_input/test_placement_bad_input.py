@@ -15,6 +15,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.filter.placement import FilterModule
+from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import ServicePlanError, plan_services
 
 from ..support.bad_input import assert_refused
 from ..support.topology import A100, A100_PROFILES, gpu, mig_instance, node, topology
@@ -74,6 +75,15 @@ PLACE_CASES = [
     ('reserved_cpus a dict', {'services': [web()], 'reserved_cpus': {'cpus': '0'}}, ['reserved_cpus', "{'cpus': '0'}"]),
     ('reserved_cpus holds None', {'services': [web()], 'reserved_cpus': [0, None]}, ['reserved_cpus', '[0, None]']),
     ('reserved_cpus malformed', {'services': [web()], 'reserved_cpus': '0-x'}, ['reserved_cpus', "'0-x'"]),
+    # Issue 29: a CPU the host does not have reserves nothing; the message names it, the host's CPUs and the fix.
+    ('reserved_cpus naming a CPU the host lacks', {'services': [web()], 'reserved_cpus': '0,500'},
+     ['reserved_cpus names CPU 500, which this host does not have', "the host's online CPUs: 0-15",
+      'fix reserved_cpus (gpu_services_reserved_cpus)']),
+    ('reserved_cpus as a list naming CPUs the host lacks', {'services': [web()], 'reserved_cpus': [1, 16, 17, 99]},
+     ['CPUs 16-17,99, which this host does not have', 'online CPUs: 0-15']),
+    ('reserved_cpus naming offline CPUs', {'services': [web()], 'reserved_cpus': '0,20-21', 'topology': dict(
+        FACT, cpu=dict(FACT['cpu'], offline_cpulist='16-31'))},
+     ['CPUs 20-21, which are offline', 'online CPUs: 0-15', 'gpu_services_reserved_cpus', 'bring the offline ones online']),
     ('a topology with None among a node\'s CPUs', {'services': [web()], 'topology': dict(FACT, numa_nodes=[
         {'id': 0, 'cpus': [0, None]}])}, ["'cpus': [0, None]", 'gather it again']),
     ('previous a string', {'services': [web()], 'previous': 'placement.json'}, ['previous', 'str']),
@@ -145,6 +155,15 @@ def test_service_units_refuses(arguments, names):
     with pytest.raises(AnsibleFilterError) as failed:
         FILTERS['service_units'](plan, services)
     assert_refused(True, str(failed.value), names, before, arguments)
+
+
+def test_reserved_cpus_the_host_lacks_are_refused_by_the_gpu_services_role_s_planner_too():
+    # The gpu_services role (and the gpufleet preflight) plan through the service_plan action, which calls this.
+    before = copy.deepcopy(FACT)
+    with pytest.raises(ServicePlanError) as failed:
+        plan_services(FACT, [svc()], reserved_cpus='0,500')
+    assert_refused(True, str(failed.value), ['CPU 500, which this host does not have', 'online CPUs: 0-15',
+                                             'fix reserved_cpus (gpu_services_reserved_cpus)'], before, FACT)
 
 
 def test_the_tables_are_big_enough_and_ids_unique():

@@ -16,7 +16,7 @@ import pytest
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.gpufleet.core.plugins.modules import topology_facts
 
-from ...support.topology import A100_PROFILES, gpu, mig_instance, node, topology
+from ...support.topology import A100_PROFILES, as_version_1, gpu, mig_instance, node, topology
 
 # Two nodes, 8 cores each with SMT siblings i and i+16. Indices do not follow the bus order on purpose:
 # index 0 is bus 98 (node 1), index 1 bus 17 (node 0), index 2 bus B1 (node 1), index 3 bus 31 (node 0).
@@ -306,6 +306,34 @@ def test_bad_topologies(bad, words):
 def test_bad_reserved_cpus():
     assert 'malformed CPU list' in error(smt_host(), [], reserved_cpus='0-')
     assert 'reserved_cpus must be a CPU list' in error(smt_host(), [], reserved_cpus={'a': 1})
+
+
+@pytest.mark.parametrize('reserved, named', [
+    ('0,500', 'CPU 500, which this host does not have'),
+    ('0-1,32-33', 'CPUs 32-33, which this host does not have'),
+    ([40, 7, 41, 64], 'CPUs 40-41,64, which this host does not have'),
+])
+def test_reserved_cpus_the_host_does_not_have_are_refused(reserved, named):
+    # Issue 29: a typo such as "0,500" on a 32-CPU host used to reserve CPU 0 only, silently.
+    text = error(smt_host(), [{'name': 'a', 'cpus': 2}], reserved_cpus=reserved)
+    assert text == ("reserved_cpus names %s (the host's online CPUs: 0-31); fix reserved_cpus "
+                    "(gpu_services_reserved_cpus) to list only CPUs of this host" % named)
+
+
+def test_reserved_cpus_that_are_offline_are_refused_naming_both_kinds():
+    host = smt_host()
+    host['cpu']['offline_cpulist'] = '32-63'
+    text = error(host, [{'name': 'a', 'cpus': 2}], reserved_cpus='0,40,200')
+    assert text == ("reserved_cpus names CPU 200, which this host does not have, and CPU 40, which is offline (the "
+                    "host's online CPUs: 0-31); fix reserved_cpus (gpu_services_reserved_cpus) to list only CPUs of "
+                    "this host, or bring the offline ones online and gather the topology again")
+
+
+def test_reserved_cpus_of_a_version_1_fact_are_checked_against_its_cpus():
+    host = as_version_1(smt_host())
+    host['cpu']['offline'] = [32, 33]
+    assert 'CPUs 32-33, which are offline' in error(host, [], reserved_cpus=[32, 33])
+    assert place(host, [{'name': 'a', 'cpus': 2, 'node': 0}], reserved_cpus=[0, 16])[0]['cpulist'] == '1,17'
 
 
 def test_the_same_input_gives_the_same_plan():
