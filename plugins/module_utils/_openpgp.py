@@ -6,7 +6,8 @@
 """Just enough OpenPGP (RFC 4880 / RFC 9580) to dearmor a public key and compute its fingerprints.
 
 Repository keys are verified against pinned fingerprints before apt ever trusts them, on targets
-that may have no gpg. This is a private module: its API may change without notice.
+that may have no gpg. What counts as a pinned fingerprint (``fingerprint_problem``) is decided here once, in the
+words every refusal of one uses. This is a private module: its API may change without notice.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,11 +17,20 @@ __metaclass__ = type
 import base64
 import binascii
 import hashlib
+import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._values import describe
 
 _PUBLIC_KEY = 6
 _PUBLIC_SUBKEY = 14
+
+# A full fingerprint once normalise()d: 40 hex digits (a version 4 key: nearly every repository key) or 64 (a version
+# 5 or 6 key, whose fingerprints fingerprint() computes too).
+_FINGERPRINT = re.compile(r'[0-9A-F]{40}|[0-9A-F]{64}')
+# A short or long key id, as gpg prints one, with or without 0x: anyone can make a key with a given id.
+_KEY_ID = re.compile(r'(?:0X)?(?:[0-9A-F]{8}|[0-9A-F]{16})')
+EXAMPLE_FINGERPRINT = 'EB693B3035CD5710E231E123A4B469963BF863CC'
 
 
 class OpenPgpError(GpufleetError, ValueError):
@@ -120,4 +130,31 @@ def primary_fingerprints(data):
 
 
 def normalise(fingerprint_text):
+    """A fingerprint as compared: no spaces, upper case."""
     return ''.join(str(fingerprint_text).split()).upper()
+
+
+def is_fingerprint(value):
+    """Is VALUE a full fingerprint (spaces between groups and case do not matter)? A key id is not."""
+    return isinstance(value, str) and _FINGERPRINT.fullmatch(normalise(value)) is not None
+
+
+def fingerprint_problem(variable, value):
+    """None for a full fingerprint; else one sentence naming VARIABLE (an option or a role variable), the value and
+    the fix, telling a key id (8 or 16 digits) from anything else."""
+    if is_fingerprint(value):
+        return None
+    if isinstance(value, str) and _KEY_ID.fullmatch(normalise(value)):
+        return ('%s has %s, a key id, not a fingerprint; give the full 40-digit fingerprint, as gpg --show-keys '
+                '--with-fingerprint prints it, such as %s' % (variable, describe(value), EXAMPLE_FINGERPRINT))
+    return ('%s has %s, which is not a key fingerprint; give the full 40-digit fingerprint (hex digits, spaces between '
+            'groups allowed), such as %s' % (variable, describe(value), EXAMPLE_FINGERPRINT))
+
+
+def pinned_fingerprints(values, variable='fingerprints'):
+    """VALUES normalised, for comparing with primary_fingerprints(); OpenPgpError naming every one that is not a full
+    fingerprint. A key id pins nothing: refusing it says so, where comparing it would only say "not pinned"."""
+    problems = [problem for problem in (fingerprint_problem(variable, value) for value in values) if problem]
+    if problems:
+        raise OpenPgpError('; '.join(problems))
+    return [normalise(value) for value in values]

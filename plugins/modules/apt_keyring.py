@@ -50,6 +50,9 @@ options:
     description:
       - The fingerprints the key must have; spaces and case do not matter. Every primary key in the data must
         be listed here. Required with O(state=present).
+      - Each must be a full fingerprint as C(gpg --show-keys --with-fingerprint) prints it, 40 hex digits (64 for a
+        version 5 or 6 key). A key id (8 or 16 digits) or anything else is refused, naming it, before anything is
+        read or written.
     type: list
     elements: str
     default: []
@@ -100,7 +103,7 @@ from ansible.module_utils.common.text.converters import to_bytes
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
-from ansible_collections.gpufleet.core.plugins.module_utils._openpgp import OpenPgpError, normalise, primary_fingerprints
+from ansible_collections.gpufleet.core.plugins.module_utils._openpgp import OpenPgpError, pinned_fingerprints, primary_fingerprints
 
 
 def read_key(module):
@@ -155,15 +158,19 @@ def main():
         supports_check_mode=True,
     )
     dest = module.params['dest']
+    # Every input is checked before anything is read or written.
+    try:
+        pinned = pinned_fingerprints(module.params['fingerprints'])
+    except OpenPgpError as exc:
+        module.fail_json(msg=str(exc), dest=dest)
+    if not pinned and module.params['state'] == 'present':
+        module.fail_json(msg='fingerprints is empty: pin the repository key\'s fingerprint (fail closed)')
     check_dest(module, dest)
     existing = current(dest)
     if module.params['state'] == 'absent':
         if existing is not None and not module.check_mode:
             os.remove(dest)
         module.exit_json(changed=existing is not None, dest=dest)
-    pinned = [normalise(f) for f in module.params['fingerprints']]
-    if not pinned:
-        module.fail_json(msg='fingerprints is empty: pin the repository key\'s fingerprint (fail closed)')
     data, origin = read_key(module)
     try:
         binary, found = primary_fingerprints(data)

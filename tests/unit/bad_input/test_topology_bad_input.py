@@ -160,6 +160,22 @@ KEYRING_CASES = [
      ['dest={tmp}/keyrings', 'is a directory']),
     ('state absent with dest a directory', ({'state': 'absent', 'dest': '{tmp}/keyrings'}, {'keyrings': None}),
      ['dest={tmp}/keyrings', 'is a directory']),
+    # Issue 29: a key id pins nothing; it is refused as one before the key is read (src does not exist here).
+    ('a short key id as the fingerprint', ({'src': '{tmp}/nope.asc', 'dest': '{tmp}/k.gpg', 'fingerprints': ['3BF863CC']},
+                                           {}),
+     ['fingerprints has the string "3BF863CC", a key id, not a fingerprint', 'give the full 40-digit fingerprint',
+      'gpg --show-keys']),
+    ('a long key id with 0x as the fingerprint', ({'content': 'x', 'dest': '{tmp}/k.gpg',
+                                                   'fingerprints': PIN + ['0xa4b4 6996 3bf8 63cc']}, {}),
+     ['"0xa4b4 6996 3bf8 63cc", a key id, not a fingerprint']),
+    ('a fingerprint one digit short', ({'content': 'x', 'dest': '{tmp}/k.gpg', 'fingerprints': [PIN[0][:-1]]}, {}),
+     ['"%s", which is not a key fingerprint' % PIN[0][:-1], '40-digit']),
+    ('a fingerprint with a trailing word', ({'content': 'x', 'dest': '{tmp}/k.gpg', 'fingerprints': [PIN[0] + ' old']},
+                                            {}),
+     ['which is not a key fingerprint']),
+    ('a key id with state absent leaves the keyring', ({'state': 'absent', 'dest': '{tmp}/k.gpg',
+                                                        'fingerprints': ['3BF863CC']}, {'k.gpg': b'keyring'}),
+     ['a key id, not a fingerprint']),
 ]
 
 

@@ -53,6 +53,36 @@ def test_a_keyring_with_an_extra_unpinned_key_is_refused(run_module, keys, tmp_p
     assert keys[ED]['fingerprint'] in failed.value.result['msg']
 
 
+@pytest.mark.parametrize('digits', [8, 16])
+def test_the_key_s_own_key_id_is_refused_as_a_key_id_not_as_unpinned(run_module, keys, tmp_path, digits):
+    # Issue 29: the key's id (the fingerprint's last 8 or 16 digits) used to be compared and reported "not pinned".
+    dest = tmp_path / 'keyring.gpg'
+    dest.write_bytes(b'the old keyring')
+    key_id = keys[RSA]['fingerprint'][-digits:]
+    with pytest.raises(ModuleFail) as failed:
+        run_module(apt_keyring, {'content': keys[RSA]['armored'].decode(), 'dest': str(dest),
+                                 'fingerprints': [keys[RSA]['fingerprint'], key_id.lower()]})
+    msg = failed.value.result['msg']
+    assert msg == ('fingerprints has the string "%s", a key id, not a fingerprint; give the full 40-digit fingerprint, '
+                   'as gpg --show-keys --with-fingerprint prints it, such as EB693B3035CD5710E231E123A4B469963BF863CC'
+                   % key_id.lower())
+    assert 'not pinned' not in msg and 'fingerprints' not in failed.value.result
+    assert dest.read_bytes() == b'the old keyring'
+
+
+def test_entries_that_are_not_fingerprints_are_all_named_before_the_key_is_read(run_module, tmp_path):
+    missing = tmp_path / 'missing.asc'
+    with pytest.raises(ModuleFail) as failed:
+        run_module(apt_keyring, {'src': str(missing), 'dest': str(tmp_path / 'k.gpg'),
+                                 'fingerprints': ['EB69 3B30', 'EB693B3035CD5710E231E123A4B469963BF863C', 'nvidia']})
+    msg = failed.value.result['msg']
+    assert msg.count('fingerprints has ') == 3
+    assert '"EB69 3B30", a key id' in msg
+    assert '"EB693B3035CD5710E231E123A4B469963BF863C", which is not a key fingerprint' in msg
+    assert '"nvidia", which is not a key fingerprint' in msg
+    assert 'cannot be read' not in msg and not (tmp_path / 'k.gpg').exists()
+
+
 def test_no_pinned_fingerprint_is_refused(run_module, keys, tmp_path):
     with pytest.raises(ModuleFail) as failed:
         run_module(apt_keyring, {'content': keys[RSA]['armored'].decode(), 'dest': str(tmp_path / 'k.gpg')})
