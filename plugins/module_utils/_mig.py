@@ -28,6 +28,20 @@ _RESET_BLOCKING_PROGRAMS = {
 }
 
 
+# The PCI device ids of the GA100 chip (A100, A30, A800), the only Ampere GPUs with MIG: 0x20xx in the high half of
+# NVML's pciDeviceId (device << 16 | vendor). On them a new MIG mode takes effect only at a GPU reset, which the driver
+# attempts when the mode is set and which the reset_blockers keep from working; Hopper and later switch at once.
+_GA100_DEVICE_IDS = range(0x2000, 0x2100)
+
+
+def mode_change_needs_reset(info):
+    """Does this GPU (nvml.identity()) take a new MIG mode only at a GPU reset? True for Ampere (GA100)."""
+    try:
+        return int(info.get('pci_device_id') or '', 16) >> 16 in _GA100_DEVICE_IDS
+    except ValueError:
+        return False
+
+
 class MigError(GpufleetError):
     """A MIG request refused before any change; the message says why and what to do."""
 
@@ -85,6 +99,9 @@ class _Gpu:
         self.instances = []
         self.pids = []
         self.operations = []
+        # Steps planned after a MIG mode change that waits for a GPU reset: they cannot run before it, so they are
+        # not among the operations of this run, and the first run after the reset (or reboot) makes them.
+        self.deferred = []
         self.blocked_by = []
 
     def read_state(self, nvml, profiles):
@@ -153,6 +170,14 @@ class _Gpu:
                                     'start': gi['start'], 'size': self.shape.memory_size(gi['profile']),
                                     'compute_instances': gi['compute_instances']})
 
+    def defer_after_mode_change(self):
+        """Move the steps after a MIG mode change into self.deferred: the mode waits for a GPU reset."""
+        for position, op in enumerate(self.operations):
+            if op['op'] == 'set_mig_mode':
+                self.deferred = self.operations[position + 1:]
+                del self.operations[position + 1:]
+                return
+
     def refusable_first(self):
         """Put the steps NVML may refuse (destroying a compute instance a process holds) before every other step.
 
@@ -175,18 +200,19 @@ class _Gpu:
         if self.wanted is None:
             return 'disabled'
         kept = dict((gi['id'], gi) for gi in self.instances)
-        for op in self.operations:
+        planned = self.operations + self.deferred
+        for op in planned:
             if op['op'] == 'destroy_gpu_instance':
                 kept.pop(op['gpu_instance'], None)
         after = [dict(gi) for gi in kept.values()]
         for gi in after:
-            wanted = [op['size'] for op in self.operations
+            wanted = [op['size'] for op in planned
                       if op['op'] == 'create_compute_instance' and op['gpu_instance'] == gi['id']]
             if wanted:
                 gi['compute_instances'] = wanted
         after.extend({'profile': op['profile'], 'start': op['start'], 'compute_instances': op['compute_instances'],
                       'slices': self.shape.profile(op['profile'])['slice_count']}
-                     for op in self.operations if op['op'] == 'create_gpu_instance')
+                     for op in planned if op['op'] == 'create_gpu_instance')
         return _describe(after)
 
 
@@ -275,6 +301,10 @@ class MigRun:
     def not_run(self):
         return ['%s: %s' % (gpu.name, step) for gpu, step in self.left]
 
+    @property
+    def deferred(self):
+        return [describe_operation(gpu, op) for gpu in self.gpus for op in gpu.deferred]
+
     def run(self, check_mode):
         try:
             with Nvml(self.library) as nvml:
@@ -283,7 +313,8 @@ class MigRun:
                 planned = dict((gpu.index, gpu.layout_wanted()) for gpu in self.gpus)
                 pending_reset = []
                 if check_mode:
-                    self.left = [(gpu, describe_step(op)) for gpu in self.gpus for op in gpu.operations]
+                    pending_reset = self._defer_where_a_reset_waits()
+                    self.left = [(gpu, describe_step(op)) for gpu in self.gpus for op in gpu.operations + gpu.deferred]
                 else:
                     pending_reset = self._apply(nvml)
                     # Read back only what changed: the rest is as read a moment ago.
@@ -348,6 +379,27 @@ class MigRun:
         if problems:
             raise MigError('No GPU was changed, because: ' + by_reason(problems))
 
+    def _defer_where_a_reset_waits(self):
+        """Check mode: the GPUs whose MIG mode change would wait for a GPU reset, their later steps deferred.
+
+        That is an Ampere GPU (mode_change_needs_reset) whose MIG mode must be enabled while something blocks the reset
+        the driver attempts: reset_blockers, with the compute processes on the GPU. A real run learns it from NVML
+        instead (_apply), whatever the forecast said.
+        """
+        waiting = []
+        host_blockers = None
+        for gpu in self.gpus:
+            if gpu.modes['mig_mode_current'] == 'enabled' or not mode_change_needs_reset(gpu.info):
+                continue  # the mode is on already, or turns on without a reset
+            if not any(op['op'] == 'set_mig_mode' for op in gpu.operations[:-1]):
+                continue  # no mode change, or nothing after it
+            if host_blockers is None:
+                host_blockers = reset_blockers(self.files)
+            if host_blockers or gpu.pids:
+                gpu.defer_after_mode_change()
+                waiting.append(gpu.index)
+        return waiting
+
     # Apply -------------------------------------------------------------------------
 
     def _apply(self, nvml):
@@ -360,6 +412,7 @@ class MigRun:
                 if waiting and op['op'] != 'set_mig_mode':
                     # Instances need the new mode to be active; they follow on a run after the reset.
                     self.left.append((gpu, describe_step(op)))
+                    gpu.deferred.append(op)
                     continue
                 try:
                     if step == 0:
@@ -370,6 +423,8 @@ class MigRun:
                 if op['op'] == 'set_mig_mode' and not op.get('active'):
                     waiting = True
                     pending_reset.append(gpu.index)
+            if gpu.deferred:
+                gpu.operations = [op for op in gpu.operations if not any(op is other for other in gpu.deferred)]
         return pending_reset
 
     def _still_in_use(self, nvml, gpu):
@@ -428,6 +483,7 @@ class MigRun:
         fresh.shape = gpu.shape
         fresh.wanted = gpu.wanted
         fresh.operations = gpu.operations
+        fresh.deferred = gpu.deferred
         if fresh.shape is not None:
             fresh.read_state(nvml, [fresh.shape.profile(name) for name in fresh.shape.profiles])
         return fresh
@@ -437,7 +493,8 @@ class MigRun:
     def _result(self, before, planned, check_mode, pending_reset):
         gpus = []
         for gpu in self.gpus:
-            after = planned[gpu.index] if check_mode else gpu.layout_now()
+            # What the run leads to: with the instances deferred, the layout stays as it is until the reset.
+            after = planned[gpu.index] if check_mode and not gpu.deferred else gpu.layout_now()
             gpus.append({
                 'index': gpu.index,
                 'uuid': gpu.info['uuid'],
@@ -452,6 +509,7 @@ class MigRun:
                 'layout_after': after,
                 'layout_wanted': planned[gpu.index],
                 'operations': [describe_operation(gpu, op) for op in gpu.operations],
+                'deferred': [describe_operation(gpu, op) for op in gpu.deferred],
                 'devices': [{'gpu_instance_id': gi['id'], 'compute_instance_id': ci_id, 'profile': gi['profile'],
                              'placement_start': gi['start'], 'uuid': uuid}
                             for gi in gpu.instances
@@ -468,11 +526,12 @@ class MigRun:
             # Not 'failed': Ansible owns that key of a result and would read the list as the task's status.
             'failed_on': self.failed,
             'not_run': self.not_run,
+            'deferred': [op for gpu in gpus for op in gpu['deferred']],
             'reset_required': reset_required,
             'reset_blockers': blockers,
             'reboot_required': reset_required and bool(blockers),
             'diff': make_diff(['GPU %d %s: %s' % (g['index'], g['uuid'], _text(before[g['index']])) for g in gpus],
-                              ['GPU %d %s: %s' % (g['index'], g['uuid'], _text(planned[g['index']])) for g in gpus]),
+                              ['GPU %d %s: %s' % (g['index'], g['uuid'], _after_text(g)) for g in gpus]),
         }
 
 
@@ -498,3 +557,11 @@ def _pci_subsystem_id(files, bus_id):
 
 def _text(layout):
     return layout if isinstance(layout, str) else (', '.join(layout) or '(MIG on, no instances)')
+
+
+def _after_text(gpu):
+    """A GPU's layout after the run, for the diff; instances that wait for a GPU reset are named as waiting."""
+    if not gpu['deferred']:
+        return _text(gpu['layout_wanted'])
+    return '%s; MIG mode enabled at the next GPU reset or reboot, then %s by the first run after it (deferred)' % (
+        _text(gpu['layout_after']), _text(gpu['layout_wanted']))

@@ -23,8 +23,10 @@ description:
     layout fits. Applying the same layout again makes no NVML changes.
   - Refuses to destroy an instance, or to change MIG mode, while compute processes run on it, unless
     O(force=true), and names the blocking PIDs.
-  - Enables MIG mode before creating instances. Where the new mode waits for a GPU reset (Ampere),
-    it reports RV(reset_required) and the things known to block a reset; the instances follow on the next run.
+  - Enables MIG mode before creating instances. Where the new mode waits for a GPU reset (Ampere, when something
+    blocks the reset the driver attempts), it reports RV(reset_required) and the things known to block a reset;
+    the instances are not created then, and are returned in RV(deferred), not in RV(operations); the first run
+    after the reset or reboot creates them.
   - Instances never survive a reboot, and on Hopper the MIG mode does not either; the M(gpufleet.core.mig)
     role installs a boot unit that runs this module's logic again.
 author:
@@ -36,7 +38,11 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Returns the exact plan of NVML operations in RV(operations) without running them.
+    details:
+      - Returns the exact plan of NVML operations in RV(operations) without running them.
+      - On an Ampere GPU whose MIG mode must be enabled while something in RV(reset_blockers) blocks a GPU reset,
+        it foresees that the mode change will wait for the reset and returns the instance steps in RV(deferred),
+        as a real run does.
   diff_mode:
     support: full
 options:
@@ -192,12 +198,15 @@ gpus:
       returned: always
       sample: [1g.10gb@6]
     layout_after:
-      description: The same after the run; in check mode, the layout the plan leads to.
+      description:
+        - The same after the run; in check mode, the layout the plan leads to.
+        - While the MIG mode change waits for a GPU reset, the layout before it (V(disabled)); the instances are in
+          RV(gpus[].deferred).
       type: raw
       returned: always
       sample: [3g.40gb@0, 1g.10gb@4, 1g.10gb@6]
     layout_wanted:
-      description: The layout the plan leads to.
+      description: The layout the plan leads to, once any RV(gpus[].deferred) steps have run after a GPU reset.
       type: raw
       returned: always
       sample: [3g.40gb@0, 1g.10gb@4, 1g.10gb@6]
@@ -208,12 +217,26 @@ gpus:
       returned: always
       sample: []
     operations:
-      description: The NVML operations planned for this GPU, in order; RV(applied) and RV(not_run) say which ran.
+      description:
+        - The NVML operations this run makes (in check mode, would make) on this GPU, in order; RV(applied) and
+          RV(not_run) say which ran.
+        - Steps that must wait for a GPU reset are not among them but in RV(gpus[].deferred).
       type: list
       elements: str
       returned: always
       sample:
         - "GPU 0 (GPU-5c6f..., NVIDIA A100 80GB PCIe): create 3g.40gb at memory slice 0 with compute instances 3c"
+    deferred:
+      description:
+        - The steps of this GPU's layout that wait for its MIG mode change, which waits for a GPU reset (Ampere, with
+          the reset blocked); they were not run (in check mode, would not be). The first run after the reset or
+          reboot makes them; the M(gpufleet.core.mig) role runs it.
+        - Empty when nothing waits.
+      type: list
+      elements: str
+      returned: always
+      sample:
+        - "GPU 0 (GPU-5c6f..., NVIDIA A100 80GB PCIe): create 3g.40gb at memory slice 4 with compute instances 3c"
     devices:
       description: Every MIG device after the run, for CUDA_VISIBLE_DEVICES.
       type: list
@@ -238,19 +261,31 @@ failed_on:
   sample: []
 not_run:
   description:
-    - Planned steps that did not run; in check mode, the whole plan.
+    - Planned steps that did not run; in check mode, the whole plan (RV(operations), then RV(deferred)).
     - After a failure, the steps after the failed one; after a MIG mode change that waits for a GPU reset, that
-      GPU's instance steps, which follow on a run after the reset.
+      GPU's instance steps (RV(deferred)), which follow on a run after the reset.
   returned: always, and on failure part-way
   type: list
   elements: str
   sample: []
 operations:
-  description: All GPUs' planned operations, in planned order; RV(applied) and RV(not_run) say which ran.
+  description:
+    - All GPUs' operations of this run (in check mode, of the run it plans), in planned order; RV(applied) and
+      RV(not_run) say which ran.
+    - Instance steps that wait for a MIG mode change that waits for a GPU reset are not among them; see RV(deferred).
   returned: always
   type: list
   elements: str
   sample: []
+deferred:
+  description:
+    - All GPUs' steps that wait for a GPU reset (RV(gpus[].deferred)), in planned order. They did not run (in check
+      mode, would not run); the first run after the reset or reboot makes them. Empty when nothing waits.
+  returned: always, and on failure part-way
+  type: list
+  elements: str
+  sample:
+    - "GPU 0 (GPU-5c6f..., NVIDIA A100 80GB PCIe): create 3g.40gb at memory slice 4 with compute instances 3c"
 reset_required:
   description: Whether any GPU's MIG mode waits for a GPU reset.
   returned: always
@@ -337,7 +372,7 @@ def main():
         result = run.run(module.check_mode)
     except MigApplyError as exc:
         module.fail_json(msg=str(exc), changed=bool(run.applied), applied=run.applied, failed_on=run.failed,
-                         not_run=run.not_run)
+                         not_run=run.not_run, deferred=run.deferred)
     except GpufleetError as exc:
         module.fail_json(msg=str(exc), changed=False)
     diff = result.pop('diff')
