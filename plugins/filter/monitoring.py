@@ -19,6 +19,11 @@ def monitoring_problems(*args, **kwargs):
     return run(*args, **kwargs)
 
 
+def monitoring_counter_problems(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._monitoring import monitoring_counter_problems as run
+    return run(*args, **kwargs)
+
+
 def monitoring_report(*args, **kwargs):
     from ansible_collections.gpufleet.core.plugins.plugin_utils._monitoring import monitoring_report as run
     return run(*args, **kwargs)
@@ -30,12 +35,14 @@ def hardware_class(*args, **kwargs):
 
 
 class FilterModule:
-    """The monitoring role's targets, their problems and Prometheus's report; a host's hardware class."""
+    """The monitoring role's targets, their problems (the alert pack's missing counters among them) and Prometheus's
+    report; a host's hardware class."""
 
     def filters(self):
         return {
             'monitoring_targets': monitoring_targets,
             'monitoring_problems': monitoring_problems,
+            'monitoring_counter_problems': monitoring_counter_problems,
             'monitoring_report': monitoring_report,
             'hardware_class': hardware_class,
         }

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
+from ansible_collections.gpufleet.core.plugins.module_utils import _alert_pack as alert_pack
 from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import (
     groups_matching, hardware_class, shared_addresses)
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
@@ -35,6 +36,8 @@ HOST_VARIABLES = {
     'gpufleet_class_groups': [],
     'gpu_services_services': [],
     'dcgm_exporter_listen_port': None,
+    # None: the dcgm_exporter role's default list (the caller's role_counters).
+    'dcgm_exporter_counters': None,
 }
 # The role's variables the targets depend on (the filter's settings argument), with the role's defaults.
 SETTINGS = {
@@ -46,6 +49,8 @@ SETTINGS = {
     'monitoring_node_exporter_port': 9100,
     'monitoring_gpu_memory_budget_percent': 85,
     'monitoring_gpu_memory_budgets': {},
+    'monitoring_exporter_counters': [],
+    'monitoring_missing_counters': 'fail',
 }
 PROMETHEUS_PORT = 9090
 _NO_GPUS = (0, '0', None, [], {})
@@ -243,9 +248,44 @@ def settings_problems(settings):
                 shown(cidrs), '; not a network: %s' % ', '.join(shown(item) for item in bad) if bad else '', problem)]
 
 
-def problems(hosts, host_values, groups, settings):
+def counter_problems(hosts, host_values, groups, settings, role_counters=None):
+    """The metrics of the GPU alert pack (module_utils/_alert_pack.py) that the fleet's GPU hosts' exporters do not
+    serve, one sentence per set of hosts that lack the same fields, naming the hosts, the fields, the alerts they blind
+    and the fix.
+
+    The counters are monitoring_exporter_counters where a site runs its own exporter (one list for every GPU host),
+    else each GPU host's dcgm_exporter_counters from the inventory, else ``role_counters`` (the dcgm_exporter role's
+    default list; None leaves such hosts unchecked). A list that is no list is its own checker's to refuse."""
+    gpu_hosts = set((groups or {}).get(_setting(settings, 'monitoring_gpu_group')) or [])
+    scraped = []
+    for host in hosts:
+        if host in gpu_hosts and host in host_values and host not in scraped:
+            scraped.append(host)
+    if not scraped:
+        return []
+    own = _setting(settings, 'monitoring_exporter_counters')
+    if isinstance(own, (list, tuple)) and own:
+        missing = alert_pack.missing_counters(own, own_exporter=True)
+        return [alert_pack.describe_missing(scraped, missing, 'monitoring_exporter_counters', own_exporter=True)] \
+            if missing else []
+    by_gap = {}
+    for host in scraped:
+        given = (host_values.get(host) or {}).get('dcgm_exporter_counters')
+        counters, variable = (role_counters, "dcgm_exporter_counters (the dcgm_exporter role's default)") \
+            if given is None else (given, 'dcgm_exporter_counters')
+        missing = alert_pack.missing_counters(counters) if counters is not None else []
+        if missing:
+            key = (variable, tuple(item['field'] for item in missing))
+            by_gap.setdefault(key, (variable, missing, []))[2].append(host)
+    return [alert_pack.describe_missing(found_hosts, missing, variable)
+            for variable, missing, found_hosts in by_gap.values()]
+
+
+def problems(hosts, host_values, groups, settings, role_counters=None):
     """Every problem with the fleet's targets, one sentence each, naming the host, the variable and the fix: the
-    role's networks, each host's address, networks, labels, class and GPU count, and addresses two hosts share."""
+    role's networks, each host's address, networks, labels, class and GPU count, addresses two hosts share, and
+    (unless monitoring_missing_counters is warn) the alert pack's metrics the GPU hosts' exporters lack
+    (counter_problems)."""
     found = settings_problems(settings)
     networks_refused = bool(found)
     if not hosts:
@@ -260,6 +300,10 @@ def problems(hosts, host_values, groups, settings):
     for ip, sharing in sorted(shared_addresses(addresses).items()):
         found.append('%s have the same target address %s; give each host its own gpufleet_management_address.' % (
             ' and '.join([', '.join(sharing[:-1]), sharing[-1]]), ip))
+    if _setting(settings, 'monitoring_missing_counters') != 'warn':
+        found.extend('%s Where the exporter cannot change, set monitoring_missing_counters: warn to go on '
+                     'regardless.' % problem
+                     for problem in counter_problems(hosts, host_values, groups, settings, role_counters))
     return found
 
 

@@ -758,7 +758,23 @@ def check_monitoring(values):
             isinstance(item, dict) and 'job_name' in item and item['job_name'] not in MONITORING_JOBS for item in jobs)):
         check.add('monitoring_extra_scrape_configs must be a list of scrape jobs, each a mapping with a job_name other '
                   'than %s, whose alerts select on them (got %s)' % (', '.join(MONITORING_JOBS), shown(jobs)))
+    check.rule('monitoring_exporter_counters', _exporter_counters_problem)
     return check.problems
+
+
+def _exporter_counters_problem(variable, value):
+    """The DCGM field names a site's own exporter serves (whether the alert pack's are among them is the
+    monitoring_problems filter's, with the GPU hosts it names)."""
+    example = 'DCGM_FI_DEV_GPU_TEMP, DCGM_EXP_XID_ERRORS_COUNT'
+    problem = _strings_problem(variable, value, 'DCGM field names', example)
+    if problem:
+        return problem
+    bad = [item for item in value if not _DCGM_FIELD.fullmatch(item)]
+    if bad:
+        return ("%s has %s; each entry is a DCGM field name, the first column of your exporter's counters CSV, such "
+                "as [%s], or leave it empty ([]) to check each GPU host's dcgm_exporter_counters"
+                % (variable, ', '.join(describe(item) for item in bad), example))
+    return None
 
 
 CHECKERS = {

@@ -28,15 +28,16 @@ except ImportError:  # older ansible-core renders any string
         return value
 
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_DEFAULTS = []
+_DEFAULTS = {}
 
 
-def role_defaults():
-    """The gpufleet role's defaults (defaults/main.yml): what a host has where the inventory sets nothing."""
-    if not _DEFAULTS:
-        with open(os.path.join(COLLECTION, 'roles', 'gpufleet', 'defaults', 'main.yml')) as handle:
-            _DEFAULTS.append(yaml.safe_load(handle) or {})
-    return _DEFAULTS[0]
+def role_defaults(role='gpufleet'):
+    """A role's defaults (its defaults/main.yml, read once per process), the gpufleet role's by default: what a host
+    has where the inventory sets nothing."""
+    if role not in _DEFAULTS:
+        with open(os.path.join(COLLECTION, 'roles', role, 'defaults', 'main.yml')) as handle:
+            _DEFAULTS[role] = yaml.safe_load(handle) or {}
+    return _DEFAULTS[role]
 
 
 def plain(value):

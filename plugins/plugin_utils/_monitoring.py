@@ -4,7 +4,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Controller-side access to the monitoring model (module_utils/_monitoring_targets.py): reads each fleet host's
-variables from Ansible's hostvars as plain data, and turns bad arguments into AnsibleFilterError.
+variables from Ansible's hostvars as plain data, and turns bad arguments into AnsibleFilterError. A GPU host that sets
+no dcgm_exporter_counters serves the dcgm_exporter role's default list, read from that role's defaults/main.yml (the
+one place the list is written).
 
 This is a private module: its API may change without notice.
 """
@@ -17,7 +19,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
 from ansible_collections.gpufleet.core.plugins.module_utils import _monitoring_targets as monitoring
-from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import plain
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import plain, role_defaults
 
 
 def _arguments(name, hosts, hostvars, groups, settings):
@@ -44,8 +46,19 @@ def monitoring_targets(hosts, hostvars, groups, settings):
     return monitoring.targets(*_arguments('monitoring_targets', hosts, hostvars, groups, settings))
 
 
+def _role_counters():
+    """The counters the dcgm_exporter role serves on a host that sets none."""
+    return role_defaults('dcgm_exporter').get('dcgm_exporter_counters')
+
+
 def monitoring_problems(hosts, hostvars, groups, settings):
-    return monitoring.problems(*_arguments('monitoring_problems', hosts, hostvars, groups, settings))
+    return monitoring.problems(*_arguments('monitoring_problems', hosts, hostvars, groups, settings),
+                               role_counters=_role_counters())
+
+
+def monitoring_counter_problems(hosts, hostvars, groups, settings):
+    return monitoring.counter_problems(*_arguments('monitoring_counter_problems', hosts, hostvars, groups, settings),
+                                       role_counters=_role_counters())
 
 
 def hardware_class(groups_of_host, class_groups, model=''):

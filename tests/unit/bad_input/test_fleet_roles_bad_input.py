@@ -16,17 +16,31 @@ file the fixture writes.
 from __future__ import absolute_import, division, print_function
 
 import json
+import os
 import sys
 
 import pytest
+import yaml
 
 from ..support.bad_input import assert_refused, snapshot
-from .roles import run_role_cases
+from .roles import REPO, run_role_cases
 
 # What the roles would change first on this machine: units, Prometheus's files, the watchdog's configuration and
 # state, the helper bundle.
 WATCHED = ('/etc/systemd/system', '/etc/prometheus', '/etc/gpufleet', '/var/lib/gpufleet-watchdog',
            '/var/lib/prometheus/node-exporter', '/usr/local/lib/gpufleet')
+
+with open(os.path.join(REPO, 'roles', 'dcgm_exporter', 'defaults', 'main.yml')) as _handle:
+    DCGM_COUNTERS = yaml.safe_load(_handle)['dcgm_exporter_counters']
+# The dcgm_exporter role's counters without the enforced power limit, which GpuPowerOverLimit reads.
+NO_POWER_LIMIT = [counter for counter in DCGM_COUNTERS if counter['field'] != 'DCGM_FI_DEV_ENFORCED_POWER_LIMIT']
+# What the alert pack reads from dcgm-exporter (module_utils/_alert_pack.py), and what dcgm-exporter 4.1.3 serves
+# without a counters CSV of its own (it lacks the Xid count, double-bit ECC and the enforced power limit).
+PACK_FIELDS = ['DCGM_EXP_XID_ERRORS_COUNT', 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL', 'DCGM_FI_DEV_ROW_REMAP_FAILURE',
+               'DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_FB_FREE', 'DCGM_FI_DEV_GPU_TEMP', 'DCGM_FI_DEV_POWER_USAGE',
+               'DCGM_FI_DEV_ENFORCED_POWER_LIMIT']
+UPSTREAM_FIELDS = ['DCGM_FI_DEV_SM_CLOCK', 'DCGM_FI_DEV_GPU_TEMP', 'DCGM_FI_DEV_POWER_USAGE', 'DCGM_FI_DEV_FB_FREE',
+                   'DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_XID_ERRORS', 'DCGM_FI_DEV_ROW_REMAP_FAILURE']
 
 MONITORING_COMMON = {
     'monitoring_fleet_hosts': ['{{ inventory_hostname }}'],
@@ -51,6 +65,9 @@ MONITORING_ACCEPTED = [
                                                 'monitoring_promtool': sys.executable}),
     ('no report, and a reported address of its own', {'monitoring_api_url': '',
                                                       'monitoring_report_url': 'https://prometheus.hk1.example.com'}),
+    ('a GPU host whose counters lack a field, with monitoring_missing_counters warn',
+     {'dcgm_exporter_counters': NO_POWER_LIMIT, 'monitoring_missing_counters': 'warn'}),
+    ("a site's own exporter that serves every field the pack reads", {'monitoring_exporter_counters': PACK_FIELDS}),
 ]
 
 MONITORING_CASES = [
@@ -127,6 +144,18 @@ MONITORING_CASES = [
      ['monitoring_api_url is "http://127.0.0.1:9090/"', 'no trailing slash']),
     ('report wait of -1 seconds', {'monitoring_report_wait_sec': -1},
      ['monitoring_report_wait_sec -1', '0 to 3600 seconds']),
+    ('a GPU host whose dcgm_exporter_counters lack the enforced power limit', {'dcgm_exporter_counters': NO_POWER_LIMIT},
+     ['dcgm_exporter_counters lacks DCGM_FI_DEV_ENFORCED_POWER_LIMIT (GpuPowerOverLimit reads it)',
+      "Add DCGM_FI_DEV_ENFORCED_POWER_LIMIT to dcgm_exporter_counters, or to your exporter's counters CSV and to "
+      'monitoring_exporter_counters', 'monitoring_missing_counters: warn']),
+    ("a site's own exporter with dcgm-exporter's default counters", {'monitoring_exporter_counters': UPSTREAM_FIELDS},
+     ['monitoring_exporter_counters (the counters your exporter serves on the GPU host case', 'lacks '
+      'DCGM_EXP_XID_ERRORS_COUNT (GpuXidRestartApplication', 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL (GpuEccDoubleBitErrors',
+      "to your exporter's counters CSV and to monitoring_exporter_counters"]),
+    ("a site exporter's counters as one string", {'monitoring_exporter_counters': 'DCGM_FI_DEV_GPU_TEMP'},
+     ['monitoring_exporter_counters is the string "DCGM_FI_DEV_GPU_TEMP"', 'DCGM field names']),
+    ('missing counters neither fail nor warn', {'monitoring_missing_counters': 'ignore'},
+     ['monitoring_missing_counters', 'fail, warn']),
 ]
 
 PLAN = {'version': 1, 'services': [{'name': 'llm'}, {'name': 'imagegen'}]}

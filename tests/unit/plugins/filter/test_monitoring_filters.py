@@ -51,7 +51,7 @@ def test_the_problems_name_a_host_missing_from_the_inventory():
         'the list.']
 
 
-@pytest.mark.parametrize('name', ['monitoring_targets', 'monitoring_problems'])
+@pytest.mark.parametrize('name', ['monitoring_targets', 'monitoring_problems', 'monitoring_counter_problems'])
 @pytest.mark.parametrize('hosts, hostvars, groups, settings', [
     ('g1', HOSTVARS, GROUPS, {}),
     (['g1'], HOSTVARS, ['g1'], {}),
