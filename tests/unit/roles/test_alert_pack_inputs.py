@@ -93,7 +93,6 @@ def test_the_reader_finds_the_series_of_an_expression():
 
 
 def test_every_alert_of_the_pack_reads_what_the_table_says_and_nothing_else():
-    # GpuXidRebootHost is in the table ahead of the pack's Xid rewrite; until that lands, this names it alone.
     assert drift(load_rules()) == []
 
 
