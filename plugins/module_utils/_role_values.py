@@ -28,6 +28,7 @@ import difflib
 import ipaddress
 import re
 
+from ansible_collections.gpufleet.core.plugins.module_utils._openpgp import EXAMPLE_FINGERPRINT, fingerprint_problem
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     boolean, decimal_number, describe, is_http_url, is_unit_name, is_unit_prefix, network, path_problem, percentage, shown,
@@ -38,15 +39,12 @@ _MISSING = object()
 DEBIAN_VERSION = r'[0-9][0-9A-Za-z.+~:-]*-[0-9A-Za-z.+~]+'
 DRIVER_BRANCH = r'[0-9]{3}'
 CUDA_RELEASE = r'[0-9]+\.[0-9]+'
-FINGERPRINT = r'[0-9A-F]{40}'
-_KEY_ID = re.compile(r'(?:0X)?(?:[0-9A-F]{8}|[0-9A-F]{16})')
 _URL = re.compile(r'(?:https?://[^\s/?#]+(?:[/?#]\S*)?|file:/\S*)')
 _DCGM_FIELD = re.compile(r'DCGM_(?:FI|EXP)_[A-Z0-9_]+')
 _BCRYPT = re.compile(r'\$2[aby]?\$[0-9]{2}\$[./A-Za-z0-9]{53}')
 # systemd's RuntimeDirectory= and LogsDirectory= take these relative to /run and /var/log: plain parts only.
 _PLAIN_PARTS = r'(?:/(?!\.\.?(?:/|\Z))[A-Za-z0-9_@:+.-]+)+'
 _ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
-_EXAMPLE_FINGERPRINT = 'EB693B3035CD5710E231E123A4B469963BF863CC'
 _MPS_DAEMON_KEYS = ('device', 'user', 'group', 'default_active_thread_percentage', 'default_pinned_mem_limit',
                     'pipe_directory', 'log_directory', 'clients')
 _MPS_CLIENT_KEYS = ('name', 'user', 'active_thread_percentage', 'pinned_mem_limit')
@@ -106,27 +104,14 @@ def _url_problem(variable, value, example, allow_empty=True):
 
 
 def _fingerprints_problems(variable, value):
-    """A non-empty list of full 40-digit OpenPGP fingerprints (spaces between groups and case do not matter)."""
-    items, problem = _as_list(variable, value, 'key fingerprints', _EXAMPLE_FINGERPRINT)
+    """A non-empty list of full OpenPGP fingerprints; each entry by the apt_keyring module's rule."""
+    items, problem = _as_list(variable, value, 'key fingerprints', EXAMPLE_FINGERPRINT)
     if problem:
         return [problem]
     if not items:
         return ['%s is empty; pin at least one repository key by its 40-digit fingerprint, such as [%s]'
-                % (variable, _EXAMPLE_FINGERPRINT)]
-    problems = []
-    for item in items:
-        text = ''.join(item.split()).upper() if isinstance(item, str) else None
-        if text is not None and re.fullmatch(FINGERPRINT, text):
-            continue
-        if text is not None and _KEY_ID.fullmatch(text):
-            problems.append('%s has %s, a key id, not a fingerprint; give the full 40-digit fingerprint, as gpg '
-                            '--show-keys --with-fingerprint prints it, such as %s'
-                            % (variable, describe(item), _EXAMPLE_FINGERPRINT))
-        else:
-            problems.append('%s has %s, which is not a key fingerprint; give the full 40-digit fingerprint (hex '
-                            'digits, spaces between groups allowed), such as %s'
-                            % (variable, describe(item), _EXAMPLE_FINGERPRINT))
-    return problems
+                % (variable, EXAMPLE_FINGERPRINT)]
+    return [problem for problem in (fingerprint_problem(variable, item) for item in items) if problem]
 
 
 def _strings_problem(variable, value, what, example, allow_empty=True):
