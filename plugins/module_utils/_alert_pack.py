@@ -20,6 +20,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.core.plugins.module_utils._values import and_list
+
 # Where a metric comes from.
 DCGM_EXPORTER = 'dcgm-exporter'  # a DCGM field the exporter serves when its counters CSV lists it
 NODE_TEXTFILE = 'node_exporter textfile'  # the gpu_watchdog role's textfile metric, through node_exporter
@@ -105,11 +107,6 @@ def served_fields(counters):
     return fields
 
 
-def _and(words):
-    words = list(words)
-    return ', '.join(words[:-1]) + ' and ' + words[-1] if len(words) > 1 else ''.join(words)
-
-
 def missing_counters(served, own_exporter=False):
     """Each dcgm-exporter field the pack reads that the counters ``served`` (names, or the role's mappings) lack, in
     the pack's order: [{'field', 'alerts' (the alerts it blinds), 'fix'}]. ``own_exporter``: the counters are a site's
@@ -129,19 +126,19 @@ def describe_missing(hosts, missing, variable, own_exporter=False):
     alerts = []
     for item in missing:
         alerts.extend(alert for alert in item['alerts'] if alert not in alerts)
-    lacks = _and('%s (%s %s it)' % (item['field'], _and(item['alerts']), 'reads' if len(item['alerts']) == 1 else
-                                    'read') for item in missing)
+    lacks = and_list('%s (%s %s it)' % (item['field'], and_list(item['alerts']),
+                                        'reads' if len(item['alerts']) == 1 else 'read') for item in missing)
     one_alert, one_host = len(alerts) == 1, len(hosts) == 1
     if own_exporter:
         who = '%s (the counters your exporter serves on %s %s)' % (variable, 'the GPU host' if one_host else
-                                                                   'the GPU hosts', _and(hosts))
+                                                                   'the GPU hosts', and_list(hosts))
     else:
-        who = '%s: %s' % (_and(hosts), variable)
-    fix = (OWN_FIX if own_exporter else ROLE_FIX) % _and(fields)
+        who = '%s: %s' % (and_list(hosts), variable)
+    fix = (OWN_FIX if own_exporter else ROLE_FIX) % and_list(fields)
     upstream = [field for field in fields if field not in UPSTREAM_DEFAULT_FIELDS]
     return '%s lacks %s: %s of the GPU alert pack %s blind on %s. %s%s%s.' % (
         who, lacks, 'that alert' if one_alert else 'those alerts', 'is' if one_alert else 'are',
         'this host' if one_host else 'these hosts', fix[0].upper(), fix[1:],
         " (dcgm-exporter's own default-counters.csv leaves %s out)" % (
-            _and(upstream) if upstream != fields else 'it' if len(fields) == 1 else 'them')
+            and_list(upstream) if upstream != fields else 'it' if len(fields) == 1 else 'them')
         if own_exporter and upstream else '')

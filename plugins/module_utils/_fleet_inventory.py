@@ -24,7 +24,7 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
-    address, address_problem, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
+    address, address_problem, and_list, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
     shown, url_problem, whole_number)
 
 PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
@@ -315,8 +315,7 @@ def check_host(name, values, groups_of_host, settings):
 
 
 def _hosts_text(hosts):
-    hosts = sorted(hosts)
-    return ', '.join(hosts[:-1]) + ' and ' + hosts[-1] if len(hosts) > 1 else hosts[0]
+    return and_list(sorted(hosts))
 
 
 def shared_addresses(addresses):

@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils import _alert_pack a
 from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import (
     groups_matching, hardware_class, shared_addresses)
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
-    address, address_problem, decimal_number, describe, label_problem, networks, networks_of, shown, whole_number)
+    address, address_problem, and_list, decimal_number, describe, label_problem, networks, networks_of, shown, whole_number)
 
 # A fleet host's variables the targets are made of: the host's name for it, and its value where the inventory sets
 # nothing (the gpufleet role's defaults).
@@ -299,7 +299,7 @@ def problems(hosts, host_values, groups, settings, role_counters=None):
     addresses = dict((entry['host'], entry['address']) for entry, _problems in checked if entry['address'])
     for ip, sharing in sorted(shared_addresses(addresses).items()):
         found.append('%s have the same target address %s; give each host its own gpufleet_management_address.' % (
-            ' and '.join([', '.join(sharing[:-1]), sharing[-1]]), ip))
+            and_list(sharing), ip))
     if _setting(settings, 'monitoring_missing_counters') != 'warn':
         found.extend('%s Where the exporter cannot change, set monitoring_missing_counters: warn to go on '
                      'regardless.' % problem

@@ -58,6 +58,12 @@ def describe(value):
     return '%s (%s)' % (_json(value), type(value).__name__)
 
 
+def and_list(words):
+    """'a', 'a and b', 'a, b and c': words in a sentence; '' for none."""
+    words = [str(word) for word in words]
+    return ', '.join(words[:-1]) + ' and ' + words[-1] if len(words) > 1 else ''.join(words)
+
+
 def shown(value):
     """The value as JSON, for a message that already says which type it wants."""
     return _json(value)
