@@ -283,8 +283,8 @@ def _service_readings(auditor, config):
 
 def _units_of(auditor, plan, units):
     """Every planned unit's properties, containers' units included (the audit asks about their runtime)."""
-    for entry in plan['services']:
-        unit = entry.get('unit') or 'gpufleet-svc-%s.service' % entry['name']
+    for entry in plan.entries:
+        unit = entry.unit
         if unit not in units:
             try:
                 units[unit] = auditor.unit_properties(unit)

@@ -26,7 +26,6 @@ from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, N
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import MEMORY_POLICIES, PlanError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
 
-PLAN_UNIT = 'gpufleet-svc-%s.service'
 CONTAINER_RUNTIMES = ('podman', 'docker')
 # Where systemd's cgroup tree lives, below the sysfs root: pure v2, then the v1 hybrid name hierarchy
 # and the hybrid's v2 tree. Every one that has the unit's cgroup is read, so nothing is missed.
@@ -225,22 +224,17 @@ def normalise_services(services):
 def load_plan(path):
     """Services from the plan the gpufleet.core.gpu_services role writes (/etc/gpufleet/placement.json)."""
     try:
-        entries = read_plan_file(path, instead='list the services to audit')['services']
+        plan = read_plan_file(path, instead='list the services to audit')
     except PlanError as exc:
         raise NumaAuditError(str(exc))
-    services = []
-    for entry in entries:
-        # A container's processes are the runtime's, not its unit's: the unit holds only the runtime's client.
-        container = entry.get('container')
-        services.append({
-            'name': entry['name'],
-            'unit': None if container else entry.get('unit') or PLAN_UNIT % entry['name'],
-            'container': container or None,
-            'container_runtime': entry.get('container_runtime') if container else None,
-            'expect': {'cpus': entry.get('cpulist'), 'mems': entry.get('memlist'), 'gpus': entry.get('gpus'),
-                       'memory_policy': entry.get('memory_policy')},
-        })
-    return services
+    return [plan_service(entry) for entry in plan.entries]
+
+
+def plan_service(entry):
+    """The audit's service for a plan Entry: its unit, or its container, and what the plan expects of it."""
+    # A container's processes are the runtime's, not its unit's: the unit holds only the runtime's client.
+    return {'name': entry.name, 'unit': None if entry.container else entry.unit, 'container': entry.container,
+            'container_runtime': entry.container_runtime, 'expect': entry.expectations()}
 
 
 # Reading processes ----------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@
 
 One place for: the service spec's keys (the planner's and the gpu_services role's), the service name rule, the
 memory policies and the memory nodes each one binds, a placement entry as place_services returns it, the services'
-units as the role writes them, and the plan document the role writes to ``/etc/gpufleet/placement.json`` and
-numa_audit, the planner's ``previous`` and the coming watchdog and report read back:
+units as the role writes them, and the plan document the role writes to ``/etc/gpufleet/placement.json``, with
+its one reader (``read_plan``: a Plan of Entry objects) for numa_audit, the watchdog and the report, and the
+planner's ``previous``:
 
     {"version": 1, "services": [<placement entry> + {"unit": ..., "container": ..., "container_runtime": ...}]}
 
@@ -53,7 +54,10 @@ _MAX_USER_NAME = 32
 # -- the plan document ---------------------------------------------------------------------------------------
 
 PLAN_VERSION = 1
+# The gpu_services role's defaults (gpu_services_plan_file, gpu_services_unit_prefix) repeat these two, because YAML
+# cannot import Python; tests/unit/roles/test_plan_contract.py keeps them equal.
 PLAN_FILE = '/etc/gpufleet/placement.json'
+UNIT_PREFIX = 'gpufleet-svc-'
 # What place_services returns per service, in this order.
 ENTRY_KEYS = ('name', 'gpus', 'gpu_uuids', 'numa_node', 'cpus', 'cpulist', 'mems', 'memlist', 'memory_policy',
               'exclusive', 'mps', 'environment', 'explanation')
@@ -337,8 +341,62 @@ def plan_json(document):
     return json.dumps(document, indent=2, sort_keys=True, separators=(',', ': '))
 
 
+def unit_name(service, unit_prefix=UNIT_PREFIX):
+    """The unit a service runs as: <unit_prefix><name>.service."""
+    return '%s%s.service' % (unit_prefix, service)
+
+
+class Entry:
+    """One service of the plan document, as the audit, the watchdog and the report read it.
+
+    ``fields`` is the entry as written (ENTRY_KEYS and WHERE_KEYS); the attributes are what the readers use.
+    """
+
+    __slots__ = ('fields', 'name', 'unit', 'container', 'container_runtime', 'devices', 'gpus', 'mps', 'mps_device')
+
+    def __init__(self, fields):
+        self.fields = fields
+        self.name = fields['name']
+        # A document without units is one written before the role recorded them: the unit is then the default one.
+        self.unit = fields.get('unit') or unit_name(self.name)
+        self.container = fields.get('container') or None
+        self.container_runtime = (fields.get('container_runtime') or None) if self.container else None
+        self.devices = list(fields.get('gpus') or [])
+        self.gpus = list(fields.get('gpu_uuids') or [])
+        mps = fields.get('mps')
+        self.mps = mps if isinstance(mps, dict) else None
+        self.mps_device = self.mps.get('device') if self.mps else None
+
+    def expectations(self):
+        """What the binding audit holds the service to: its CPUs, memory nodes, devices and memory policy."""
+        return {'cpus': self.fields.get('cpulist'), 'mems': self.fields.get('memlist'), 'gpus': self.fields.get('gpus'),
+                'memory_policy': self.fields.get('memory_policy')}
+
+    def uses(self, gpu, device=None):
+        """Whether the service uses this GPU (or, when device is given, that MIG or MPS device)."""
+        if device is not None and device != gpu:
+            return device in self.devices or device == self.mps_device
+        return gpu in self.gpus or gpu in self.devices
+
+
+class Plan:
+    """A plan document read and checked: ``document`` as written, ``entries`` one Entry per service, in order."""
+
+    __slots__ = ('document', 'entries')
+
+    def __init__(self, document, entries):
+        self.document = document
+        self.entries = entries
+
+    def names(self):
+        return [entry.name for entry in self.entries]
+
+
 def read_plan(document, where='the plan'):
-    """A plan document checked: version 1 (a document without one is taken as 1), a services list of named entries."""
+    """The one reader of a plan document: a Plan, or PlanError naming ``where`` and the fix.
+
+    Version PLAN_VERSION (a document without one is taken as it), a services list of named entries.
+    """
     if not isinstance(document, dict):
         raise PlanError('%s is not a placement plan (a JSON object with version and services); it should be the '
                         'plan written by the gpufleet.core.gpu_services role' % where)
@@ -352,20 +410,27 @@ def read_plan(document, where='the plan'):
         raise PlanError('%s has no "services" list; it should be the placement plan written by the '
                         'gpufleet.core.gpu_services role' % where)
     for index, item in enumerate(entries):
-        if not isinstance(item, dict) or not item.get('name'):
+        if not isinstance(item, dict) or not item.get('name') or not isinstance(item['name'], str):
             raise PlanError('%s: services[%d] has no name' % (where, index))
-    return document
+    return Plan(document, [Entry(item) for item in entries])
+
+
+def parse_plan(text, where='the plan'):
+    """A plan from its JSON text (the plan file's content), through read_plan."""
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise PlanError('%s is not JSON (%s); it should be the placement plan written by the '
+                        'gpufleet.core.gpu_services role' % (where, exc))
+    return read_plan(document, where)
 
 
 def load_plan(path, instead=None):
-    """The plan document in a file, checked by read_plan; ``instead`` is the caller's other way, for a missing file."""
+    """The plan in a file, through read_plan; ``instead`` is the caller's other way, for a missing file."""
     try:
         with open(path, 'r') as handle:
-            document = json.load(handle)
+            text = handle.read()
     except (IOError, OSError) as exc:
         raise PlanError('plan_file %s cannot be read (%s); apply the gpufleet.core.gpu_services role first%s'
                         % (path, exc.strerror or exc, ', or %s' % instead if instead else ''))
-    except ValueError as exc:
-        raise PlanError('plan_file %s is not JSON (%s); it should be the placement plan written by '
-                        'the gpufleet.core.gpu_services role' % (path, exc))
-    return read_plan(document, 'plan_file %s' % path)
+    return parse_plan(text, 'plan_file %s' % path)

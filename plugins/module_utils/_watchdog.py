@@ -20,7 +20,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import PLAN_FILE, is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_path, is_unit_name, is_unit_prefix
 from ansible_collections.gpufleet.core.plugins.module_utils._xid_catalog import (
     APPLICATION, FALLEN_OFF_BUS, IGNORE, REBOOT_HOST, RESET_GPU, RESTART_APP, RMA_REPEATS, RMA_WINDOW_SEC, RMA_XIDS,
@@ -45,7 +45,7 @@ _BUS_ID = re.compile(r'([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.
 
 DEFAULTS = {
     'version': CONFIG_VERSION,
-    'plan_file': '/etc/gpufleet/placement.json',
+    'plan_file': PLAN_FILE,
     'state_file': '/var/lib/gpufleet-watchdog/state.json',
     'textfile_dir': '/var/lib/prometheus/node-exporter',
     'interval_sec': 30,
@@ -158,7 +158,7 @@ def check_config(raw):
 
 def check_budgets_name_services(config, plan):
     """Names in service_budgets that are not services of the plan (a typo would silently keep the default)."""
-    names = set(entry['name'] for entry in plan['services'])
+    names = set(plan.names())
     return sorted(name for name in config['service_budgets'] if name not in names)
 
 
@@ -236,24 +236,6 @@ def merge_xids(gpus, events):
 # -- the check --------------------------------------------------------------------------------------------------
 
 
-class _Service:
-    """A service of the plan: its unit and the devices it uses."""
-
-    def __init__(self, entry):
-        self.name = entry['name']
-        self.unit = entry.get('unit') or 'gpufleet-svc-%s.service' % entry['name']
-        self.devices = list(entry.get('gpus') or [])
-        self.gpus = list(entry.get('gpu_uuids') or [])
-        mps = entry.get('mps') or None
-        self.mps_device = mps.get('device') if isinstance(mps, dict) else None
-
-    def on(self, gpu, device=None):
-        """Whether the service uses this GPU (or, when device is given, that MIG or MPS device)."""
-        if device is not None and device != gpu:
-            return device in self.devices or device == self.mps_device
-        return gpu in self.gpus or gpu in self.devices
-
-
 def _decision(kind, cause, reason, evidence, services=(), units=(), gpu=None, act=True, why_not=None):
     return {'kind': kind, 'cause': cause, 'reason': reason, 'evidence': evidence, 'services': list(services),
             'units': list(units), 'gpu': gpu, 'act': act, 'why_not': why_not}
@@ -293,7 +275,7 @@ def _restart_limit(config, state, name, now):
 def decide(config, plan, readings, state, now):
     """The decisions of one check and the state to keep: (decisions, new_state, summary).
 
-    ``plan`` is the plan document (``_plan.read_plan``) or None with ``readings['plan_error']``; ``readings``:
+    ``plan`` is the plan (``_plan.read_plan``'s Plan) or None with ``readings['plan_error']``; ``readings``:
     units {unit: {LoadState, ActiveState, SubState}}, services {name: {pids, binding_problems, remote_fraction}},
     gpus [{index, uuid, pci_bus_id, lost}], devices {uuid: {gpu, memory_total_bytes, processes {pid: bytes}}},
     xids [{gpu|pci_bus_id, device, xid, pid, source, message}], xids_skipped, nvml_error, uptime_sec, boot_id,
@@ -321,7 +303,7 @@ def decide(config, plan, readings, state, now):
                                    why_not='without a readable plan the watchdog does not guess what runs where'))
         return _finish(config, decisions, state, summary, now)
 
-    services = [_Service(entry) for entry in plan['services']]
+    services = plan.entries
     units = readings.get('units', {})
     devices = readings.get('devices', {})
     # NVML names a lost GPU by index only: the UUID and PCI address it had come from earlier checks.
@@ -437,7 +419,7 @@ def decide(config, plan, readings, state, now):
                                        'GPU reset or reboot' % (event['xid'], gpu), evidence, gpu=gpu))
         elif bucket == RESET_GPU:
             handled_gpus.add(gpu)
-            on_gpu = [s for s in services if s.on(gpu)]
+            on_gpu = [s for s in services if s.uses(gpu)]
             mps_units = sorted(set(config['mps_unit_prefix'] + s.mps_device + '.service' for s in on_gpu
                                    if s.mps_device))
             clients = [s.unit for s in on_gpu] + mps_units + list(config['reset_stop_units'])
@@ -453,7 +435,7 @@ def decide(config, plan, readings, state, now):
                 quarantine(gpu, 'xid', 'Xid %d (%s) on GPU %s needs a GPU reset, and gpu_watchdog_allow_reset is off'
                            % (event['xid'], bucket, gpu), evidence, gpu=gpu)
         elif bucket in (APPLICATION, RESTART_APP):
-            on_device = [s for s in services if s.on(gpu, event['device'])]
+            on_device = [s for s in services if s.uses(gpu, event['device'])]
             if not on_device:
                 decisions.append(_decision(REPORT, 'xid', 'Xid %d (%s) on %s, where no planned service runs'
                                            % (event['xid'], bucket, event['device'] or gpu), evidence, gpu=gpu,

@@ -97,12 +97,13 @@ options:
             choices: [bind, preferred, interleave]
   plan_file:
     description:
-      - A placement plan written by the C(gpufleet.core.gpu_services) role (C(/etc/gpufleet/placement.json)).
+      - A placement plan written by the C(gpufleet.core.gpu_services) role.
       - Each of its C(services) is audited as its C(unit) (C(gpufleet-svc-<name>.service) when the plan names none),
         or as its C(container) when it runs in container mode, expecting its C(cpulist), C(memlist), C(gpus) and
         C(memory_policy).
-      - Used when O(services) is not given.
+      - Used when O(services) is not given; without either, the role's default plan file is audited.
     type: path
+    default: /etc/gpufleet/placement.json
   max_remote_fraction:
     description: The largest share of a service's pages that may sit on nodes outside O(services[].expect.mems).
     type: float
@@ -304,6 +305,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import (
     normalise_services,
 )
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import PLAN_FILE
 
 SERVICE_SPEC = {
     'name': {'type': 'str', 'required': True},
@@ -327,12 +329,11 @@ def main():
             services={'type': 'list', 'elements': 'dict', 'options': SERVICE_SPEC,
                       'mutually_exclusive': [['unit', 'pid', 'container']],
                       'required_one_of': [['unit', 'pid', 'container']]},
-            plan_file={'type': 'path'},
+            plan_file={'type': 'path', 'default': PLAN_FILE},
             max_remote_fraction={'type': 'float', 'default': 0.02},
             sample_seconds={'type': 'float', 'default': 1.0},
             fail_on_violation={'type': 'bool', 'default': False},
         ),
-        required_one_of=[['services', 'plan_file']],
         supports_check_mode=True,
     )
     params = module.params

@@ -10,6 +10,7 @@ import pytest
 from ansible_collections.gpufleet.core.plugins.module_utils import _watchdog as wd
 from ansible_collections.gpufleet.core.plugins.module_utils import _xid_catalog as catalog
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report import journal_lines, metrics
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import read_plan
 
 GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
 GPU1 = 'GPU-00000000-0000-4000-8000-000000000001'
@@ -71,6 +72,7 @@ def xid(number, gpu=GPU0, device=None, source='nvml'):
 
 def run(cfg=None, reads=None, state=None, plan='the plan', now=NOW):
     plan = PLAN if plan == 'the plan' else plan  # None is a test's: no plan
+    plan = read_plan(plan) if plan is not None else None
     return wd.decide(cfg or config(), plan, reads or readings(), state or wd.fresh_state(), now)
 
 

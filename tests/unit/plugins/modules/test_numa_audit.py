@@ -459,7 +459,7 @@ def test_fail_on_violation_fails_the_task_with_the_reasons(run_module, tree, clo
 
 
 @pytest.mark.parametrize('args, message', [
-    ({}, 'one of the following is required: services, plan_file'),
+    ({}, 'plan_file /etc/gpufleet/placement.json cannot be read'),
     ({'services': [{'name': 'x', 'unit': 'x.service', 'pid': 1}]}, 'mutually exclusive: unit|pid|container'),
     ({'services': [{'name': 'x', 'unit': 'x.service', 'container': 'x'}]}, 'mutually exclusive: unit|pid|container'),
     ({'services': [{'name': 'x'}]}, 'one of the following is required: unit, pid, container'),
