@@ -10,7 +10,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.core.plugins.module_utils._role_values import CHECKERS, MONITORING_JOBS, check_role_values
+from ansible_collections.gpufleet.core.plugins.module_utils._role_values import CHECKERS, check_role_values
+from ansible_collections.gpufleet.core.plugins.module_utils._runtime_role_checkers import MONITORING_JOBS
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 FPR = 'EB693B3035CD5710E231E123A4B469963BF863CC'
