@@ -7,10 +7,10 @@
 
 A host's inventory values (management address and networks, data centre and rack, hardware class, expected GPUs),
 the failure domains (each host in one rack group, each rack group in one data-centre group, each host in one
-hardware-class group), the site playbook's rollout settings, the rollout's batches, and the monitoring targets. The
-validate stage, the preflight stage's rollout plan and the monitoring role read them from here; templates only format
-text. Inputs are plain data (the adapter in plugin_utils reads them from Ansible's hostvars). Pure code; a private
-module: its API may change without notice.
+hardware-class group), the site playbook's rollout settings, the rollout's batches and the watchdog cap (both in
+_fleet_rollout.py, re-exported here), and the monitoring targets. The validate stage, the preflight stage's rollout
+plan and the monitoring role read them from here; templates only format text. Inputs are plain data (the adapter in
+plugin_utils reads them from Ansible's hostvars). Pure code; a private module: its API may change without notice.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,13 +19,20 @@ __metaclass__ = type
 
 import fnmatch
 import ipaddress
-import math
 import re
 
+from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import (
+    rollout_plan, watchdog_cap, watchdog_prometheus_url)
 from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     address, address_problem, and_list, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
     shown, url_problem, whole_number)
+
+# The fleet model's API; the rollout's part (_fleet_rollout.py) is re-exported, so its callers need not know the split.
+__all__ = ['DRIVERS_ROLES', 'FLEET_SETTINGS', 'HANDED_DOWN', 'HOST_VALUES', 'PREFLIGHT_POLICIES', 'STAGE_SWITCHES',
+           'address_clashes', 'check_host', 'check_settings', 'exporter_problem', 'fleet_problems', 'groups_matching',
+           'hardware_class', 'host_roles', 'rollout_plan', 'settings_that_differ', 'shadowed_knobs', 'shared_addresses',
+           'stranded_hosts', 'watchdog_cap', 'watchdog_prometheus_url']
 
 PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
 DRIVERS_ROLES = ('nvidia_driver', 'container_toolkit', 'cuda')
@@ -53,7 +60,6 @@ HANDED_DOWN = {
     'monitoring_gpu_memory_budgets': 'gpufleet_gpu_memory_budgets',
     'monitoring_binding_max_remote_fraction': 'gpufleet_verify_max_remote_fraction',
 }
-PROMETHEUS_PORT = 9090
 
 
 # -- the run's settings -----------------------------------------------------------------------------------------
@@ -403,43 +409,7 @@ def stranded_hosts(inventory_groups_of, run_hosts, settings):
     return found
 
 
-# -- the rollout -----------------------------------------------------------------------------------------------------
-
-
-def rollout_plan(run_hosts, failed, domains, settings):
-    """The hosts that passed preflight in batch order, the play's serial and max_fail_percentage.
-
-    With gpufleet_batch_by, each batch is one failure domain (``domains`` maps each host to its domain), the domains
-    in the sorted order of their names; otherwise gpufleet_serial's batches.
-    """
-    passed = [host for host in run_hosts if host not in failed]
-    batch_by = settings['gpufleet_batch_by']
-    if batch_by:
-        order = sorted(set(str(domains.get(host, '')) for host in passed))
-        ordered = [host for domain in order for host in passed if str(domains.get(host, '')) == domain]
-        serial = [sum(1 for host in passed if str(domains.get(host, '')) == domain) for domain in order]
-    else:
-        ordered = passed
-        serial = settings['gpufleet_serial']
-    return {'hosts': ordered, 'serial': serial, 'batch_by': batch_by,
-            'max_fail_percentage': settings['gpufleet_max_fail_percentage']}
-
-
-def watchdog_cap(settings, gpu_hosts):
-    """The fleet-wide cap on quarantined hosts as a number of hosts (a percentage of the GPU hosts, rounded up)."""
-    number, percent = settings['gpufleet_watchdog_max_quarantined']
-    return int(math.ceil(gpu_hosts * number / 100.0)) if percent else int(number)
-
-
-def watchdog_prometheus_url(settings, monitoring_host, monitoring_address):
-    """The Prometheus that counts quarantined hosts: the setting, else the monitoring host's on port 9090."""
-    if settings['gpufleet_watchdog_prometheus_url']:
-        return settings['gpufleet_watchdog_prometheus_url']
-    if not monitoring_host:
-        return ''
-    ip = address(monitoring_address)
-    where = ('[%s]' % ip if ip.version == 6 else str(ip)) if ip is not None else monitoring_address or monitoring_host
-    return 'http://%s:%d' % (where, PROMETHEUS_PORT)
+# -- the roles on a host ---------------------------------------------------------------------------------------------
 
 
 def exporter_problem(listen, model):
