@@ -22,7 +22,7 @@ import time
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError
+from ansible_collections.gpufleet.core.plugins.module_utils._audit_readings import gpu_holders, memory_nodes, parse_numa_maps, parse_policies
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import MEMORY_POLICIES, PlanError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
 
@@ -31,11 +31,6 @@ CONTAINER_RUNTIMES = ('podman', 'docker')
 # and the hybrid's v2 tree. Every one that has the unit's cgroup is read, so nothing is missed.
 CGROUP_TREES = (('fs', 'cgroup'), ('fs', 'cgroup', 'systemd'), ('fs', 'cgroup', 'unified'))
 _STATUS_FIELD = re.compile(r'^(\w+):\s*(.*)$', re.MULTILINE)
-_NODE_PAGES = re.compile(r'N(\d+)=(\d+)')
-# The memory policy numa_maps shows for each mapping: mode[=flags][:nodes]; two modes have a space in their name.
-_POLICY = re.compile(r'^\S+\s+((weighted interleave|prefer \(many\)|[a-z]+)(?:=[a-z|]+)?(?::([\d,-]+))?)')
-# Modes whose nodes are the only ones pages may come from; the others only prefer them.
-_STRICT_POLICIES = ('bind', 'interleave', 'weighted interleave')
 # A longer context-switch sample only delays the answer.
 MAX_SAMPLE_SECONDS = 300
 _UUID = re.compile(r'(GPU|MIG)-[0-9A-Za-z-]+')
@@ -244,51 +239,6 @@ def _status_fields(text):
     return dict(_STATUS_FIELD.findall(text or ''))
 
 
-def parse_numa_maps(text, base_page_kb):
-    """Pages per node from numa_maps N<node>=<pages>, in base pages (a hugetlb page counts as many)."""
-    pages = {}
-    for line in (text or '').splitlines():
-        words = line.split()
-        scale = 1
-        for word in words:
-            if word.startswith('kernelpagesize_kB='):
-                try:
-                    scale = max(int(word.split('=', 1)[1]) // base_page_kb, 1)
-                except ValueError:
-                    scale = 1
-        for word in words:
-            match = _NODE_PAGES.fullmatch(word)
-            if match:
-                node = int(match.group(1))
-                pages[node] = pages.get(node, 0) + int(match.group(2)) * scale
-    return pages
-
-
-def parse_policies(text):
-    """{policy string: strict nodes or None} of the mappings in numa_maps (the task policy shows on every
-    mapping without its own)."""
-    policies = {}
-    for line in (text or '').splitlines():
-        match = _POLICY.match(line)
-        if not match:
-            continue
-        strict = None
-        if match.group(2) in _STRICT_POLICIES and match.group(3):
-            strict = frozenset(parse_cpulist(match.group(3)))
-        policies[match.group(1)] = strict
-    return policies
-
-
-def _memory_nodes(mems_allowed, policies):
-    """Where a process's pages may come from: the cpuset's nodes, narrowed by a bind or interleave policy."""
-    if not policies or any(strict is None for strict in policies.values()):
-        return tuple(mems_allowed)
-    reachable = set()
-    for strict in policies.values():
-        reachable.update(strict)
-    return tuple(node for node in mems_allowed if node in reachable)
-
-
 def _context_switches(host, pids):
     """Voluntary + nonvoluntary context switches per thread, over every thread of the pids."""
     counts = {}
@@ -340,34 +290,6 @@ def _resolve_container(host, runtime, name):
     return pids, None
 
 
-# GPUs ----------------------------------------------------------------------------------------------------
-
-
-def gpu_holders(nvml_library):
-    """{uuid: set(pids)} of every GPU and MIG device, or (None, reason) when NVML cannot say.
-
-    On a MIG GPU a process is listed under its MIG device; the parent GPU only keeps the ones NVML
-    puts on no MIG device.
-    """
-    if nvml_library is None:
-        return None, ('the Python package nvidia-ml-py (module pynvml) is not installed on the target; '
-                      'install it to see which GPUs the services hold')
-    holders = {}
-    try:
-        with Nvml(nvml_library) as nvml:
-            for handle in nvml.device_handles():
-                uuid = nvml.identity(handle)['uuid']
-                pids = set(nvml.compute_pids(handle))
-                if nvml.modes(handle)['mig_mode_current'] == 'enabled':
-                    for device in nvml.mig_devices(handle).values():
-                        holders[device['uuid']] = set(device['pids'])
-                        pids -= set(device['pids'])
-                holders[uuid] = pids
-    except NvmlError as exc:
-        return None, str(exc)
-    return holders, None
-
-
 # Judging -------------------------------------------------------------------------------------------------
 
 
@@ -414,7 +336,7 @@ def _audit_one(host, service, pids, rate, holders, nvml_reason, base_page_kb, ma
         except CpuListError as exc:
             raise NumaAuditError('memory policy in numa_maps of process %d: %s' % (pid, exc))
         policies.update(pid_policies)
-        nodes_seen.setdefault(_memory_nodes(allowed['Mems_allowed_list'], pid_policies), []).append(pid)
+        nodes_seen.setdefault(memory_nodes(allowed['Mems_allowed_list'], pid_policies), []).append(pid)
         for node, count in parse_numa_maps(numa_maps, base_page_kb).items():
             pages[node] = pages.get(node, 0) + count
     if not live:

@@ -15,7 +15,7 @@ import stat
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.core.plugins.module_utils import _numa_audit
+from ansible_collections.gpufleet.core.plugins.module_utils import _audit_readings, _numa_audit
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import CONTAINER_RUNTIMES, MEMORY_POLICIES
 from ansible_collections.gpufleet.core.plugins.modules import numa_audit
 
@@ -516,10 +516,10 @@ def test_parse_numa_maps_reads_the_kernel_format():
             '7f0000000000 interleave:0-1 anon=1024 dirty=1024 N0=512 N1=512 kernelpagesize_kB=4\n'
             '7f1000000000 prefer:1 huge anon=1 dirty=1 N1=1 kernelpagesize_kB=1048576\n'
             '7fff00000000 default\n')
-    assert _numa_audit.parse_numa_maps(text, 4) == {0: 520, 1: 512 + 262144}
-    assert _numa_audit.parse_numa_maps('', 4) == {}
-    assert _numa_audit.parse_policies(text) == {'default': None, 'interleave:0-1': frozenset([0, 1]), 'prefer:1': None}
-    assert _numa_audit.parse_policies('7f00 prefer (many):0-1 anon=1 N0=1\n7f10 weighted interleave:1 N1=1\n') == {
+    assert _audit_readings.parse_numa_maps(text, 4) == {0: 520, 1: 512 + 262144}
+    assert _audit_readings.parse_numa_maps('', 4) == {}
+    assert _audit_readings.parse_policies(text) == {'default': None, 'interleave:0-1': frozenset([0, 1]), 'prefer:1': None}
+    assert _audit_readings.parse_policies('7f00 prefer (many):0-1 anon=1 N0=1\n7f10 weighted interleave:1 N1=1\n') == {
         'prefer (many):0-1': None, 'weighted interleave:1': frozenset([1])}
 
 
