@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""CUDA MPS: daemon plans validated against the topology, the client contract, and sizes.
+"""CUDA MPS: daemon plans validated against the topology (MpsDaemon), the shares services take of them, the client
+contract, and sizes.
 
 Pure code, shared by the mps module (on targets) and filters (on the controller).
 This is a private module: its API may change without notice.
@@ -34,9 +35,10 @@ _PATH_PART = re.compile(r'[A-Za-z0-9_@:+.-]+')
 DAEMON_KEYS = ('device', 'user', 'group', 'default_active_thread_percentage', 'default_pinned_mem_limit',
                'pipe_directory', 'log_directory', 'clients')
 CLIENT_KEYS = ('name', 'user', 'active_thread_percentage', 'pinned_mem_limit')
-# The keys plan() adds to what it returns; plan() reads its own output.
-_NORMALISED_DAEMON_KEYS = ('gpu_uuid', 'mig_device', 'memory_mb', 'default_pinned_mem_limit_mb')
-_NORMALISED_CLIENT_KEYS = ('pinned_mem_limit_mb',)
+# The keys plan() adds to what it returns. plan() reads its own output as a declaration like any other: its limits in
+# MiB under the explicit *_mb keys, the rest found again on the host.
+_PLANNED_DAEMON_KEYS = ('gpu_uuid', 'mig_device', 'memory_mb', 'default_pinned_mem_limit_mb')
+_PLANNED_CLIENT_KEYS = ('pinned_mem_limit_mb',)
 
 
 class MpsPlanError(GpufleetError, ValueError):
@@ -125,24 +127,23 @@ def _unknown_keys(item, known, where, problems):
         near = difflib.get_close_matches(str(key), [k for k in known if not k.endswith('_mb')], 1)
         problems.append('%s: unknown key %s%s (known: %s)' % (
             where, key, '; did you mean %s?' % near[0] if near else '',
-            ', '.join(k for k in known if not k.endswith('_mb') and k not in _NORMALISED_DAEMON_KEYS)))
+            ', '.join(k for k in known if not k.endswith('_mb') and k not in _PLANNED_DAEMON_KEYS)))
 
 
-def _limit_mb(item, key, unset, where, problems, capacity_mb, from_plan=False):
-    """A memory limit in MiB (key as given, or key_mb as plan() returns it), `unset` when not given; a bad one is
-    recorded as a problem. ``from_plan``: a bare integer under ``key`` is MiB, as plan()'s own output holds it."""
+def _limit_mb(item, key, unset, where, problems, capacity_mb):
+    """A memory limit in MiB: ``key`` as a size ('20G'), else ``key``_mb in MiB as plan() returns it; ``unset`` when
+    neither is given. A bad one is recorded as a problem and gives None."""
     value = item.get(key)
     if value in (None, ''):
         value = item.get(key + '_mb')
         if value in (None, '', 0):
             return unset
-        from_plan = True
-    if from_plan and isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        if capacity_mb is not None and value > capacity_mb:
-            problems.append('%s: %s (%d MiB) is more than the device has (%d MiB)' % (
-                where, mps_size(value), value, capacity_mb))
-            return None
-        return value
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if capacity_mb is not None and value > capacity_mb:
+                problems.append('%s: %s (%d MiB) is more than the device has (%d MiB)' % (
+                    where, mps_size(value), value, capacity_mb))
+                return None
+            return value
     try:
         return size_mb(value, '%s: %s' % (where, key), capacity_mb)
     except MpsPlanError as exc:
@@ -150,13 +151,45 @@ def _limit_mb(item, key, unset, where, problems, capacity_mb, from_plan=False):
         return None
 
 
+class MpsDaemon:
+    """One MPS control daemon as planned: the device it serves, its account, directories, defaults and clients.
+
+    ``clients`` are dicts: ``name``, ``active_thread_percentage`` and ``pinned_mem_limit_mb`` (the client's own, else
+    the daemon's default, else None). ``as_dict()`` is the form plan() and the mps_plan filter return.
+    """
+
+    __slots__ = ('device', 'gpu_uuid', 'mig_device', 'user', 'pipe_directory', 'log_directory',
+                 'default_active_thread_percentage', 'default_pinned_mem_limit_mb', 'memory_mb', 'clients')
+
+    def __init__(self, **fields):
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
+
+    def as_dict(self):
+        return dict((name, getattr(self, name)) for name in self.__slots__)
+
+    def with_clients(self, clients):
+        return MpsDaemon(**dict(self.as_dict(), clients=clients))
+
+    def client_names(self):
+        return [client['name'] for client in self.clients]
+
+    def client_environment(self, client_name):
+        return client_environment(self.as_dict(), client_name)
+
+
 def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gpufleet-mps', time_slicing=()):
-    """Validate MPS daemons against the host and return them normalised; raise MpsPlanError listing every problem.
+    """plan_daemons, each daemon as a dict (``MpsDaemon.as_dict``): what the mps_plan filter and the mps role hold."""
+    return [daemon.as_dict() for daemon in plan_daemons(topology, daemons, pipe_root, log_root, time_slicing)]
+
+
+def plan_daemons(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gpufleet-mps', time_slicing=()):
+    """Validate MPS daemons against the host and return them as MpsDaemons; raise MpsPlanError listing every problem.
 
     Each daemon: {'device': GPU-/MIG- UUID, 'user', 'group', 'default_active_thread_percentage',
     'default_pinned_mem_limit', 'pipe_directory', 'log_directory', 'clients': [{'name', 'user',
-    'active_thread_percentage', 'pinned_mem_limit'}]}, or a daemon this function returned (its limits in
-    ``*_mb`` keys): plan(plan(x)) == plan(x), so callers hold daemons in the normalised form only.
+    'active_thread_percentage', 'pinned_mem_limit'}]}, as the mps role declares them. plan()'s own output is such a
+    daemon too, with its limits in MiB under the ``*_mb`` keys: plan(plan(x)) == plan(x), so a plan can be handed on.
     A client can only lower its daemon's defaults (MPS obeys the lower of the two), so a higher value is refused.
     ``topology`` is the gpufleet_topology fact or a Topology over it.
     """
@@ -174,111 +207,152 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
         daemons = []
     if not isinstance(daemons, list):
         raise MpsPlanError('The MPS plan cannot work: daemons must be a list of daemons (dicts), got %r' % (daemons,))
-    normalised = []
-    seen_devices = {}
-    seen_pipes = {}
-    sliced = set(time_slicing or ())
+    planned = []
+    # What the daemons before each one use (by position), and the GPUs time-slicing has.
+    taken = {'devices': {}, 'pipes': {}, 'sliced': set(time_slicing or ())}
     for position, daemon in enumerate(daemons, 1):
         if not isinstance(daemon, dict):
             problems.append('MPS daemon %d: expected a dict with device, user and clients, got %r' % (position, daemon))
             continue
-        device = daemon.get('device')
-        where = 'MPS daemon %d (%s)' % (position, device)
-        from_plan = 'memory_mb' in daemon  # plan()'s own output: its clients' integer limits are MiB
-        _unknown_keys(daemon, DAEMON_KEYS + _NORMALISED_DAEMON_KEYS, where, problems)
-        info = devices.get(device) if isinstance(device, str) else None
-        if info is None:
-            problems.append('%s: no GPU or MIG device with that UUID on this host; name it by its GPU-... or MIG-... '
-                            'UUID from gpufleet_topology' % where)
-            continue
-        gpu = info['gpu']
-        if not info['mig'] and info['mig_mode']:
-            problems.append('%s: %s is in MIG mode; MPS on MIG needs one daemon per MIG device: name the MIG-... '
-                            'UUIDs instead' % (where, device))
-        if device in seen_devices:
-            problems.append('%s: daemon %d already serves this device; one control daemon per device'
-                            % (where, seen_devices[device]))
-        seen_devices[device] = position
-        if device in sliced or gpu['uuid'] in sliced:
-            problems.append('%s: this GPU is also configured for time-slicing; use MPS or time-slicing on a GPU, '
-                            'never both' % where)
-        pipe = daemon.get('pipe_directory') or '%s/%s' % (pipe_root, device)
-        log_dir = daemon.get('log_directory') or '%s/%s' % (log_root, device)
-        for key, directory in (('pipe_directory', pipe), ('log_directory', log_dir)):
-            try:
-                check_directory(directory, '%s: %s' % (where, key))
-            except MpsPlanError as exc:
-                problems.append(str(exc))
-        if pipe in seen_pipes:
-            problems.append('%s: pipe directory %s is already used by daemon %d; each daemon needs its own'
-                            % (where, pipe, seen_pipes[pipe]))
-        seen_pipes[pipe] = position
-        user = daemon.get('user')
-        if not user:
-            problems.append('%s: set user, the account its server and clients run as' % where)
-        else:
-            try:
-                check_account(user, '%s: user' % where)
-            except MpsPlanError as exc:
-                problems.append(str(exc))
-                user = None
-        if daemon.get('group') not in (None, ''):
-            try:
-                check_account(daemon['group'], '%s: group' % where)
-            except MpsPlanError as exc:
-                problems.append(str(exc))
-        capacity = info['memory_mb']
-        default_pct = _percentage(daemon.get('default_active_thread_percentage'),
-                                  '%s: default_active_thread_percentage' % where, problems)
-        default_mb = _limit_mb(daemon, 'default_pinned_mem_limit', None, where, problems, capacity)
-        clients = []
-        promised = 0
-        given_clients = daemon.get('clients') or []
-        if not isinstance(given_clients, list):
-            problems.append('%s: clients must be a list of clients (dicts with name), got %r' % (where, given_clients))
-            given_clients = []
-        for client in given_clients:
-            if not isinstance(client, dict):
-                problems.append('%s: a client must be a dict with name, got %r' % (where, client))
-                continue
-            spot = '%s, client %s' % (where, client.get('name'))
-            _unknown_keys(client, CLIENT_KEYS + _NORMALISED_CLIENT_KEYS, spot, problems)
-            if client.get('user') and user and client['user'] != user:
-                problems.append('%s: runs as %s, but an MPS server serves one user id at a time and this daemon '
-                                'serves %s; give the client the daemon\'s user or its own daemon'
-                                % (spot, client['user'], user))
-            pct = _percentage(client.get('active_thread_percentage'), '%s: active_thread_percentage' % spot, problems)
-            if pct is not None and default_pct is not None and pct > default_pct:
-                problems.append('%s: active_thread_percentage %s is above the daemon\'s default %s; a client can only '
-                                'lower its daemon\'s limit (MPS would use %s)' % (spot, pct, default_pct, default_pct))
-            limit_mb = _limit_mb(client, 'pinned_mem_limit', default_mb, spot, problems, capacity, from_plan)
-            if limit_mb is not None and default_mb is not None and limit_mb > default_mb:
-                problems.append('%s: pinned_mem_limit %s is above the daemon\'s default_pinned_mem_limit %s; a client '
-                                'can only lower its daemon\'s limit (MPS would use %s)' % (
-                                    spot, mps_size(limit_mb), mps_size(default_mb), mps_size(default_mb)))
-            promised += limit_mb or 0
-            clients.append({'name': client.get('name'), 'active_thread_percentage': pct or default_pct,
-                            'pinned_mem_limit_mb': limit_mb})
-        if capacity is not None and promised > capacity:
-            problems.append('%s: its clients are promised %d MiB of pinned device memory (%s) but the device has %d '
-                            'MiB; lower the limits or move a client' % (
-                                where, promised, ' + '.join('%s %s' % (c['name'], mps_size(c['pinned_mem_limit_mb']))
-                                                            for c in clients if c['pinned_mem_limit_mb']), capacity))
-        normalised.append({
-            'device': device,
-            'gpu_uuid': gpu['uuid'],
-            'mig_device': info['mig'],
-            'user': user,
-            'pipe_directory': pipe,
-            'log_directory': log_dir,
-            'default_active_thread_percentage': default_pct,
-            'default_pinned_mem_limit_mb': default_mb,
-            'memory_mb': capacity,
-            'clients': clients,
-        })
+        found = _plan_daemon(devices, position, daemon, (pipe_root, log_root), taken, problems)
+        if found is not None:
+            planned.append(found)
     if problems:
         raise MpsPlanError('The MPS plan cannot work: ' + ' | '.join(problems))
-    return normalised
+    return planned
+
+
+def _plan_daemon(devices, position, daemon, roots, taken, problems):
+    """One daemon as an MpsDaemon, its problems added to PROBLEMS; None when its device is not on the host.
+
+    ``roots``: (pipe root, log root); ``taken``: the devices and pipe directories of the daemons before it, by
+    position, and the time-sliced GPUs (sliced), which this daemon's are added to."""
+    device = daemon.get('device')
+    where = 'MPS daemon %d (%s)' % (position, device)
+    _unknown_keys(daemon, DAEMON_KEYS + _PLANNED_DAEMON_KEYS, where, problems)
+    info = devices.get(device) if isinstance(device, str) else None
+    if info is None:
+        problems.append('%s: no GPU or MIG device with that UUID on this host; name it by its GPU-... or MIG-... '
+                        'UUID from gpufleet_topology' % where)
+        return None
+    gpu = info['gpu']
+    if not info['mig'] and info['mig_mode']:
+        problems.append('%s: %s is in MIG mode; MPS on MIG needs one daemon per MIG device: name the MIG-... '
+                        'UUIDs instead' % (where, device))
+    if device in taken['devices']:
+        problems.append('%s: daemon %d already serves this device; one control daemon per device'
+                        % (where, taken['devices'][device]))
+    taken['devices'][device] = position
+    if device in taken['sliced'] or gpu['uuid'] in taken['sliced']:
+        problems.append('%s: this GPU is also configured for time-slicing; use MPS or time-slicing on a GPU, '
+                        'never both' % where)
+    pipe = daemon.get('pipe_directory') or '%s/%s' % (roots[0], device)
+    log_dir = daemon.get('log_directory') or '%s/%s' % (roots[1], device)
+    for key, directory in (('pipe_directory', pipe), ('log_directory', log_dir)):
+        try:
+            check_directory(directory, '%s: %s' % (where, key))
+        except MpsPlanError as exc:
+            problems.append(str(exc))
+    if pipe in taken['pipes']:
+        problems.append('%s: pipe directory %s is already used by daemon %d; each daemon needs its own'
+                        % (where, pipe, taken['pipes'][pipe]))
+    taken['pipes'][pipe] = position
+    user = daemon.get('user')
+    if not user:
+        problems.append('%s: set user, the account its server and clients run as' % where)
+    else:
+        try:
+            check_account(user, '%s: user' % where)
+        except MpsPlanError as exc:
+            problems.append(str(exc))
+            user = None
+    if daemon.get('group') not in (None, ''):
+        try:
+            check_account(daemon['group'], '%s: group' % where)
+        except MpsPlanError as exc:
+            problems.append(str(exc))
+    capacity = info['memory_mb']
+    default_pct = _percentage(daemon.get('default_active_thread_percentage'),
+                              '%s: default_active_thread_percentage' % where, problems)
+    default_mb = _limit_mb(daemon, 'default_pinned_mem_limit', None, where, problems, capacity)
+    given_clients = daemon.get('clients') or []
+    if not isinstance(given_clients, list):
+        problems.append('%s: clients must be a list of clients (dicts with name), got %r' % (where, given_clients))
+        given_clients = []
+    clients = _plan_clients(where, given_clients, user, default_pct, default_mb, capacity, problems)
+    return MpsDaemon(device=device, gpu_uuid=gpu['uuid'], mig_device=info['mig'], user=user, pipe_directory=pipe,
+                     log_directory=log_dir, default_active_thread_percentage=default_pct,
+                     default_pinned_mem_limit_mb=default_mb, memory_mb=capacity, clients=clients)
+
+
+def _plan_clients(where, given_clients, user, default_pct, default_mb, capacity, problems):
+    """A daemon's clients, each limit filled in from the daemon's defaults; their problems go to PROBLEMS, with the
+    pinned memory they are promised together where it exceeds the device's."""
+    clients = []
+    promised = 0
+    for client in given_clients:
+        if not isinstance(client, dict):
+            problems.append('%s: a client must be a dict with name, got %r' % (where, client))
+            continue
+        spot = '%s, client %s' % (where, client.get('name'))
+        _unknown_keys(client, CLIENT_KEYS + _PLANNED_CLIENT_KEYS, spot, problems)
+        if client.get('user') and user and client['user'] != user:
+            problems.append('%s: runs as %s, but an MPS server serves one user id at a time and this daemon '
+                            'serves %s; give the client the daemon\'s user or its own daemon'
+                            % (spot, client['user'], user))
+        pct = _percentage(client.get('active_thread_percentage'), '%s: active_thread_percentage' % spot, problems)
+        if pct is not None and default_pct is not None and pct > default_pct:
+            problems.append('%s: active_thread_percentage %s is above the daemon\'s default %s; a client can only '
+                            'lower its daemon\'s limit (MPS would use %s)' % (spot, pct, default_pct, default_pct))
+        limit_mb = _limit_mb(client, 'pinned_mem_limit', default_mb, spot, problems, capacity)
+        if limit_mb is not None and default_mb is not None and limit_mb > default_mb:
+            problems.append('%s: pinned_mem_limit %s is above the daemon\'s default_pinned_mem_limit %s; a client '
+                            'can only lower its daemon\'s limit (MPS would use %s)' % (
+                                spot, mps_size(limit_mb), mps_size(default_mb), mps_size(default_mb)))
+        promised += limit_mb or 0
+        clients.append({'name': client.get('name'), 'active_thread_percentage': pct or default_pct,
+                        'pinned_mem_limit_mb': limit_mb})
+    if capacity is not None and promised > capacity:
+        problems.append('%s: its clients are promised %d MiB of pinned device memory (%s) but the device has %d '
+                        'MiB; lower the limits or move a client' % (
+                            where, promised, ' + '.join('%s %s' % (c['name'], mps_size(c['pinned_mem_limit_mb']))
+                                                        for c in clients if c['pinned_mem_limit_mb']), capacity))
+    return clients
+
+
+def share_environments(daemons, shares):
+    """Each MPS share's (daemon as plan() returns it, client environment), by service name.
+
+    ``daemons``: the planned MpsDaemons, in plan order. ``shares``: (service name, device, active_thread_percentage,
+    pinned_mem_limit) in service order, the limits as the service asks them (a number, a size such as '20G') or None
+    for what its daemon lists for it, else the daemon's default. Each share becomes a client of its daemon and is
+    checked with the daemon's other clients by plan()'s rules; MpsPlanError lists every problem.
+    """
+    names = set(share[0] for share in shares)
+    problems = []
+    by_device = {}
+    for position, daemon in enumerate(daemons, 1):
+        listed = dict((client['name'], client) for client in daemon.clients)
+        clients = [client for client in daemon.clients if client['name'] not in names]
+        for name, device, percentage_asked, limit_asked in shares:
+            if device != daemon.device:
+                continue
+            mine = listed.get(name) or {}
+            client = {'name': name, 'active_thread_percentage': mine.get('active_thread_percentage')
+                      if percentage_asked is None else percentage_asked}
+            if limit_asked is None:
+                client['pinned_mem_limit_mb'] = mine.get('pinned_mem_limit_mb')
+            else:
+                client['pinned_mem_limit'] = limit_asked
+            clients.append(client)
+        checked = _plan_clients('MPS daemon %d (%s)' % (position, daemon.device), clients, daemon.user,
+                                daemon.default_active_thread_percentage, daemon.default_pinned_mem_limit_mb,
+                                daemon.memory_mb, problems)
+        by_device[daemon.device] = daemon.with_clients(checked)
+    if problems:
+        raise MpsPlanError('The MPS plan cannot work: ' + ' | '.join(problems))
+    return dict((name, (by_device[device].as_dict(), by_device[device].client_environment(name)))
+                for name, device, _percentage_asked, _limit_asked in shares)
 
 
 def client_environment(daemon, client_name):

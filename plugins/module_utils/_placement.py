@@ -7,7 +7,8 @@
 
 Pure code on a gpufleet_topology fact, shared by the place_services filter (through plugin_utils). ``place`` is the
 entry point; the work is split by concern: _topology (the host, indexed), _placement_spec (validating specs),
-_planner (choosing devices, nodes and cores) and _plan (the spec's keys and policies, and the entries returned).
+_planner and _planner_devices (choosing devices, nodes and cores), _mps (the daemons and their shares) and _plan (the
+spec's keys and policies, and the entries returned).
 
 The rules, in the order they are applied:
 
@@ -37,8 +38,8 @@ from ansible_collections.gpufleet.core.plugins.module_utils._placement_spec impo
     parse_specs,
     reserved_cpus as parse_reserved,
 )
+from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, plan_daemons, share_environments
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, entry, previous_entries
-from ansible_collections.gpufleet.core.plugins.module_utils._planner import mps_shares, normalise_daemons
 from ansible_collections.gpufleet.core.plugins.module_utils._planner import plan as plan_placements
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology, TopologyModelError
 
@@ -58,7 +59,7 @@ def place(topology, services, reserved_cpus=None, previous=None, mps_daemons=Non
     except TopologyModelError as exc:
         raise PlacementError(str(exc))
     check_reserved(host, reserved)
-    daemons = normalise_daemons(host, mps_daemons)
+    daemons = _planned_daemons(host, mps_daemons)
     if not isinstance(services, list):
         raise PlacementError('services must be a list of service specs (dicts with at least a name), got %r'
                              % (services,))
@@ -68,5 +69,32 @@ def place(topology, services, reserved_cpus=None, previous=None, mps_daemons=Non
         raise PlacementError(str(exc))
     specs = parse_specs(host, daemons, services)
     placed = plan_placements(host, specs, reserved, daemons, previous)
-    shares = mps_shares(host, specs, placed, daemons)
+    shares = _mps_shares(daemons, specs, placed)
     return [entry(host, spec, placed[spec.position], shares.get(spec.name)) for spec in specs]
+
+
+def _planned_daemons(host, mps_daemons):
+    """The mps role's mps_daemons (mps_plan's output is such a list too), planned by _mps, by device."""
+    if not mps_daemons:
+        return {}
+    if not isinstance(mps_daemons, list) or not all(isinstance(d, dict) for d in mps_daemons):
+        raise PlacementError('mps_daemons must be the mps role\'s mps_daemons list (or mps_plan\'s output)')
+    try:
+        return dict((daemon.device, daemon) for daemon in plan_daemons(host, mps_daemons))
+    except MpsPlanError as exc:
+        raise PlacementError('mps_daemons: %s' % exc)
+
+
+def _mps_shares(daemons, specs, placed):
+    """Each MPS share's (daemon, client environment), by service name: its daemon's clients with the share among
+    them, checked by _mps (a share's own limits first, else what its daemon lists for it)."""
+    if not daemons:
+        return {}  # without daemons, parse_specs refuses every MPS share
+    shares = [(spec.name, placed[spec.position].devices[0], spec.mps.get('active_thread_percentage'),
+               spec.mps.get('pinned_mem_limit')) for spec in specs if spec.mode == 'mps']
+    if not shares:
+        return {}
+    try:
+        return share_environments(list(daemons.values()), shares)
+    except MpsPlanError as exc:
+        raise PlacementError('The MPS shares cannot work: %s' % exc)

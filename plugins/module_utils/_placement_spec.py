@@ -205,7 +205,7 @@ def _parse_gpus(topology, daemons, spec, value, problems):
         elif device is None and not daemons:
             problems.append('%s: asks for an MPS share but mps_daemons is empty; pass the mps role\'s mps_daemons'
                             % where)
-        listed = sorted(d for d, daemon in daemons.items() if spec.name in [c['name'] for c in daemon['clients']])
+        listed = sorted(d for d, daemon in daemons.items() if spec.name in daemon.client_names())
         if device is None and len(listed) > 1:
             problems.append('%s: is a client of several MPS daemons (%s); choose one with gpus: {mps: {device: ...}}'
                             % (where, ', '.join(listed)))

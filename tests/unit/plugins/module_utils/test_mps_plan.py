@@ -7,10 +7,13 @@ from __future__ import absolute_import, division, print_function
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils._mps import (
+    MpsDaemon,
     MpsPlanError,
     client_environment,
     mps_size,
     plan,
+    plan_daemons,
+    share_environments,
     size_mb,
 )
 
@@ -167,3 +170,38 @@ def test_pipe_and_log_roots_must_be_plain():
         plan(TOPOLOGY, [], pipe_root='/run/../etc', log_root='relative')
     assert "pipe_root: '/run/../etc' is not a plain absolute directory" in str(caught.value)
     assert "log_root: 'relative' is not a plain absolute directory" in str(caught.value)
+
+
+def test_a_planned_daemon_is_one_type_whose_dict_is_the_plan():
+    declared = [{'device': GPU0, 'user': 'infer', 'default_pinned_mem_limit': '40G', 'clients': [{'name': 'llm'}]}]
+    daemons = plan_daemons(TOPOLOGY, declared)
+    assert all(isinstance(daemon, MpsDaemon) for daemon in daemons)
+    assert [daemon.as_dict() for daemon in daemons] == plan(TOPOLOGY, declared)
+    assert daemons[0].client_names() == ['llm']
+    assert daemons[0].client_environment('llm') == client_environment(daemons[0].as_dict(), 'llm')
+
+
+def test_a_bare_number_is_a_size_without_a_unit_even_in_a_plan():
+    """Only the explicit *_mb keys hold MiB: a daemon is never read differently for having plan()'s other keys."""
+    planned = plan(TOPOLOGY, [{'device': GPU0, 'user': 'infer', 'clients': [{'name': 'llm'}]}])
+    planned[0]['clients'] = [{'name': 'llm', 'pinned_mem_limit': 4096}]
+    with pytest.raises(MpsPlanError) as caught:
+        plan(TOPOLOGY, planned)
+    assert "pinned_mem_limit: 4096 has no unit" in str(caught.value)
+
+
+def test_shares_join_their_daemon_s_clients_and_take_its_listed_limits():
+    daemons = plan_daemons(TOPOLOGY, [
+        {'device': GPU0, 'user': 'infer', 'default_active_thread_percentage': 50,
+         'clients': [{'name': 'listed', 'pinned_mem_limit': '10G'}, {'name': 'other', 'pinned_mem_limit': '60G'}]},
+        {'device': MIG_A, 'user': 'infer', 'clients': []}])
+    found = share_environments(daemons, [('listed', GPU0, None, None), ('mine', MIG_A, 30, '20G')])
+    assert found['listed'][1]['CUDA_MPS_PINNED_DEVICE_MEM_LIMIT'] == '0=10G'
+    assert found['listed'][1]['CUDA_MPS_ACTIVE_THREAD_PERCENTAGE'] == '50'
+    assert found['mine'][1]['CUDA_MPS_PINNED_DEVICE_MEM_LIMIT'] == '0=20G'
+    assert found['mine'][0]['device'] == MIG_A and [c['name'] for c in found['mine'][0]['clients']] == ['mine']
+    with pytest.raises(MpsPlanError) as caught:
+        share_environments(daemons, [('big', GPU0, 60, '30G')])
+    text = str(caught.value)
+    assert 'MPS daemon 1 (%s), client big: active_thread_percentage 60 is above the daemon\'s default 50' % GPU0 in text
+    assert 'promised 102400 MiB of pinned device memory (listed 10G + other 60G + big 30G)' in text
