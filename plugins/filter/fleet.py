@@ -39,7 +39,8 @@ def rollout_plan(run_hosts, failures, domains, settings):
         raise AnsibleFilterError('gpufleet.core.rollout_plan: give ansible_play_hosts_all, the preflight failures, '
                                  "each host's failure domain (one per host) and the validated settings "
                                  "(hostvars['localhost']['_gpufleet_fleet']['settings'])")
-    return _model().rollout_plan(run_hosts, failures, dict(zip(run_hosts, domains)), settings)
+    from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import rollout_plan as plan
+    return plan(run_hosts, failures, dict(zip(run_hosts, domains)), settings)
 
 
 def class_differences(topology, expected_gpus, expected_numa):

@@ -21,18 +21,10 @@ import fnmatch
 import ipaddress
 import re
 
-from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import (
-    rollout_plan, watchdog_cap, watchdog_prometheus_url)
 from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     address, address_problem, and_list, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
     shown, url_problem, whole_number)
-
-# The fleet model's API; the rollout's part (_fleet_rollout.py) is re-exported, so its callers need not know the split.
-__all__ = ['DRIVERS_ROLES', 'FLEET_SETTINGS', 'HANDED_DOWN', 'HOST_VALUES', 'PREFLIGHT_POLICIES', 'STAGE_SWITCHES',
-           'address_clashes', 'check_host', 'check_settings', 'exporter_problem', 'fleet_problems', 'groups_matching',
-           'hardware_class', 'host_roles', 'rollout_plan', 'settings_that_differ', 'shadowed_knobs', 'shared_addresses',
-           'stranded_hosts', 'watchdog_cap', 'watchdog_prometheus_url']
 
 PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
 DRIVERS_ROLES = ('nvidia_driver', 'container_toolkit', 'cuda')

@@ -19,6 +19,7 @@ import yaml
 from jinja2 import Environment, meta
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_rollout as rollout
 from ansible_collections.gpufleet.core.plugins.module_utils import _hardware_class as hardware_class
 
 try:  # ansible-core 2.19 and later render only strings marked as trusted templates
@@ -155,8 +156,8 @@ def check(inventory, role_problems=None):
     if not setting_problems:
         monitoring_host = monitoring[0] if settings['gpufleet_monitoring_enabled'] and monitoring else ''
         outcome['watchdog'] = {
-            'cap': fleet.watchdog_cap(settings, len(inventory.groups.get(settings['gpufleet_gpu_group'], []))),
-            'prometheus_url': fleet.watchdog_prometheus_url(settings, monitoring_host, inventory.value(
+            'cap': rollout.watchdog_cap(settings, len(inventory.groups.get(settings['gpufleet_gpu_group'], []))),
+            'prometheus_url': rollout.watchdog_prometheus_url(settings, monitoring_host, inventory.value(
                 monitoring_host, 'gpufleet_management_address', '') or inventory.value(
                     monitoring_host, 'ansible_host', monitoring_host) if monitoring_host else ''),
         }

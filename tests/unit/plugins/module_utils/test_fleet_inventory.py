@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_rollout as rollout
 
 GROUPS = {'all': ['g1', 'g2', 'g3', 'g4', 'c1', 'c2'], 'gpu_hosts': ['g1', 'g2', 'g3', 'g4'],
           'a100': ['g1', 'g2', 'g3', 'g4'], 'cpu_only': ['c1', 'c2'], 'monitoring': ['c1'], 'monitoring6': ['c2'],
@@ -37,7 +38,7 @@ def settings(**changes):
 # monitoring host's address on port 9090 (IPv6 in brackets), else none.
 @pytest.mark.parametrize('cap, hosts', [('10%', 1), ('50%', 2), ('100%', 4), (3, 3), ('0%', 0), (0, 0), ('3', 3)])
 def test_the_watchdog_cap_is_a_count_or_a_share_of_the_gpu_hosts_rounded_up(cap, hosts):
-    assert fleet.watchdog_cap(settings(gpufleet_watchdog_max_quarantined=cap), 4) == hosts
+    assert rollout.watchdog_cap(settings(gpufleet_watchdog_max_quarantined=cap), 4) == hosts
 
 
 @pytest.mark.parametrize('url, host, address, expected', [
@@ -48,11 +49,11 @@ def test_the_watchdog_cap_is_a_count_or_a_share_of_the_gpu_hosts_rounded_up(cap,
     ('', 'c1', 'prom.hk1.example.net', 'http://prom.hk1.example.net:9090'),
 ])
 def test_the_watchdog_prometheus_is_the_setting_else_the_monitoring_hosts(url, host, address, expected):
-    assert fleet.watchdog_prometheus_url(settings(gpufleet_watchdog_prometheus_url=url), host, address) == expected
+    assert rollout.watchdog_prometheus_url(settings(gpufleet_watchdog_prometheus_url=url), host, address) == expected
 
 
 def test_batches_by_failure_domain_are_the_domains_in_name_order():
-    plan = fleet.rollout_plan(['g3', 'g1', 'c1', 'g2', 'g4'], {'g4': 'lost'},
+    plan = rollout.rollout_plan(['g3', 'g1', 'c1', 'g2', 'g4'], {'g4': 'lost'},
                               {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b', 'g4': 'hk2-b'},
                               settings(gpufleet_batch_by='gpufleet_rack'))
     assert plan == {'hosts': ['g1', 'g2', 'g3', 'c1'], 'serial': [2, 2], 'batch_by': 'gpufleet_rack',
@@ -60,7 +61,7 @@ def test_batches_by_failure_domain_are_the_domains_in_name_order():
 
 
 def test_batches_by_serial_keep_the_run_order_and_the_normalised_serial():
-    plan = fleet.rollout_plan(['g1', 'g2'], {}, {}, settings(gpufleet_serial=[1, '50%'], gpufleet_max_fail_percentage='25'))
+    plan = rollout.rollout_plan(['g1', 'g2'], {}, {}, settings(gpufleet_serial=[1, '50%'], gpufleet_max_fail_percentage='25'))
     assert plan == {'hosts': ['g1', 'g2'], 'serial': [1, '50%'], 'batch_by': '', 'max_fail_percentage': 25}
 
 
