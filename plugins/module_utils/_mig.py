@@ -5,6 +5,9 @@
 
 """Applies declared MIG layouts: read everything, validate everything, then change the minimum.
 
+``MigRun`` is one run: it reads every GPU, resolves and checks the wanted layouts, refuses what is unsafe, then makes
+the NVML steps and reports. Each GPU's state and steps are a ``_mig_gpu.MigGpu``.
+
 This is a private module: its API may change without notice.
 """
 
@@ -14,8 +17,16 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_gpu import (
+    MigGpu,
+    by_reason,
+    describe_operation,
+    describe_step,
+    per_gpu,
+    pids_text,
+)
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_layout import from_mig_parted, resolve, select_gpus
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import GpuShape, LayoutError, plan_instances, validate
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import GpuShape, LayoutError, validate
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import Nvml, NvmlError
 from ansible_collections.gpufleet.core.plugins.module_utils._sysfs_topology import find_processes
 
@@ -58,7 +69,7 @@ def reset_blockers(files, busy_gpus=()):
     running = find_processes(files, sorted(_RESET_BLOCKING_PROGRAMS))
     blockers.extend(_RESET_BLOCKING_PROGRAMS[program] for program, pids in sorted(running.items()) if pids)
     # The driver refuses to reset a GPU that runs compute processes.
-    blockers.extend('compute processes %s on %s (stop them during the reset)' % (_pids(pids), name)
+    blockers.extend('compute processes %s on %s (stop them during the reset)' % (pids_text(pids), name)
                     for name, pids in busy_gpus if pids)
     return blockers
 
@@ -76,199 +87,6 @@ def raw_layouts(gpus, layouts=None, mig_parted=None, mig_parted_name=None):
                                   % (where, gpu['index'], gpu['uuid'], chosen[gpu['index']][0]))
             chosen[gpu['index']] = (position, entry['layout'])
     return dict((index, layout) for index, (_position, layout) in chosen.items())
-
-
-def _describe(layout):
-    return ['%s@%d%s' % (gi['profile'], gi['start'],
-                         '' if len(gi['compute_instances']) == 1 and gi['compute_instances'][0] == gi['slices']
-                         else ' [%s]' % '+'.join('%dc' % size for size in gi['compute_instances']))
-            for gi in sorted(layout, key=lambda item: item['start'])]
-
-
-class _Gpu:
-    """One selected GPU: what exists, what is wanted, and the plan between them."""
-
-    def __init__(self, nvml, handle, index):
-        self.handle = handle
-        self.index = index
-        self.info = nvml.identity(handle)
-        self.info['index'] = index
-        self.modes = nvml.modes(handle)
-        self.shape = None
-        self.wanted = None
-        self.instances = []
-        self.pids = []
-        self.operations = []
-        # Steps planned after a MIG mode change that waits for a GPU reset: they cannot run before it, so they are
-        # not among the operations of this run, and the first run after the reset (or reboot) makes them.
-        self.deferred = []
-        self.blocked_by = []
-
-    def read_state(self, nvml, profiles):
-        self.pids = nvml.compute_pids(self.handle)
-        if not self.modes['mig_capable'] or self.modes['mig_mode_current'] != 'enabled':
-            return
-        devices = nvml.mig_devices(self.handle)
-        for gi in nvml.gpu_instances(self.handle, profiles):
-            cis = gi['compute_instances']
-            pids = [devices.get((gi['id'], ci['id']), {}).get('pids', []) for ci in cis]
-            self.instances.append({
-                'id': gi['id'], 'profile': gi['profile'], 'profile_id': gi['profile_id'],
-                'start': gi['placement']['start'], 'size': gi['placement']['size'],
-                'slices': self.shape.profile(gi['profile'])['slice_count'] if self.shape else None,
-                'compute_instances': [ci['slice_count'] for ci in cis],
-                'compute_instance_ids': [ci['id'] for ci in cis],
-                'uuids': [devices.get((gi['id'], ci['id']), {}).get('uuid') for ci in cis],
-                'pids': sorted(set(pid for ci_pids in pids for pid in ci_pids)),
-                'compute_instance_pids': [sorted(ci_pids) for ci_pids in pids],
-                'busy': any(pids),
-            })
-
-    @property
-    def name(self):
-        return 'GPU %d (%s, %s)' % (self.index, self.info['uuid'], self.info['name'])
-
-    def layout_now(self):
-        return _describe(self.instances) if self.modes['mig_mode_current'] == 'enabled' else 'disabled'
-
-    def plan(self):
-        """Fill self.operations; record in self.blocked_by what running processes forbid."""
-        current = self.modes['mig_mode_current']
-        pending = self.modes['mig_mode_pending']
-        if self.wanted is None:
-            for gi in self.instances:
-                self._destroy(gi)
-            if pending != 'disabled':
-                if current == 'enabled' and self.pids:
-                    self.blocked_by.append('disabling MIG mode while PIDs %s run' % _pids(self.pids))
-                self.operations.append({'op': 'set_mig_mode', 'enabled': False})
-            return
-        if pending != 'enabled':
-            if current != 'enabled' and self.pids:
-                self.blocked_by.append('enabling MIG mode while PIDs %s run' % _pids(self.pids))
-            self.operations.append({'op': 'set_mig_mode', 'enabled': True})
-        elif current != 'enabled':
-            return  # enabled, waiting for a GPU reset: instances can only follow it
-        existing = self.instances if current == 'enabled' else []
-        keep, destroy, create = plan_instances(self.shape, self.wanted, existing)
-        for gi in destroy:
-            self._destroy(gi)
-        for gi in keep:
-            if gi['recreate_compute_instances']:
-                if gi['busy']:
-                    self.blocked_by.append('replacing the compute instances of GPU instance %d (%s) while PIDs %s '
-                                           'run' % (gi['id'], gi['profile'], _pids(gi['pids'])))
-                for ci_id, ci_pids in zip(gi['compute_instance_ids'], gi['compute_instance_pids']):
-                    self.operations.append({'op': 'destroy_compute_instance', 'gpu_instance': gi['id'],
-                                            'compute_instance': ci_id, 'pids': ci_pids})
-                for size in gi['wanted_compute_instances']:
-                    self.operations.append({'op': 'create_compute_instance', 'gpu_instance': gi['id'], 'size': size,
-                                            'profile': gi['profile']})
-        for gi in create:
-            profile = self.shape.profile(gi['profile'])
-            self.operations.append({'op': 'create_gpu_instance', 'profile': gi['profile'], 'profile_id': profile['id'],
-                                    'start': gi['start'], 'size': self.shape.memory_size(gi['profile']),
-                                    'compute_instances': gi['compute_instances']})
-
-    def defer_after_mode_change(self):
-        """Move the steps after a MIG mode change into self.deferred: the mode waits for a GPU reset."""
-        for position, op in enumerate(self.operations):
-            if op['op'] == 'set_mig_mode':
-                self.deferred = self.operations[position + 1:]
-                del self.operations[position + 1:]
-                return
-
-    def refusable_first(self):
-        """Put the steps NVML may refuse (destroying a compute instance a process holds) before every other step.
-
-        With force, the first step on the GPU is then the one NVML refuses while processes run, so a refusal
-        leaves the GPU as it was. The sort is stable: the remaining steps keep their order.
-        """
-        self.operations.sort(key=lambda op: not op.get('pids'))
-
-    def _destroy(self, gi):
-        if gi['busy']:
-            self.blocked_by.append('destroying GPU instance %d (%s at %d) while PIDs %s run'
-                                   % (gi['id'], gi['profile'], gi['start'], _pids(gi['pids'])))
-        for ci_id, ci_pids in zip(gi['compute_instance_ids'], gi['compute_instance_pids']):
-            self.operations.append({'op': 'destroy_compute_instance', 'gpu_instance': gi['id'],
-                                    'compute_instance': ci_id, 'pids': ci_pids})
-        self.operations.append({'op': 'destroy_gpu_instance', 'gpu_instance': gi['id'], 'profile': gi['profile'],
-                                'start': gi['start']})
-
-    def layout_wanted(self):
-        if self.wanted is None:
-            return 'disabled'
-        kept = dict((gi['id'], gi) for gi in self.instances)
-        planned = self.operations + self.deferred
-        for op in planned:
-            if op['op'] == 'destroy_gpu_instance':
-                kept.pop(op['gpu_instance'], None)
-        after = [dict(gi) for gi in kept.values()]
-        for gi in after:
-            wanted = [op['size'] for op in planned
-                      if op['op'] == 'create_compute_instance' and op['gpu_instance'] == gi['id']]
-            if wanted:
-                gi['compute_instances'] = wanted
-        after.extend({'profile': op['profile'], 'start': op['start'], 'compute_instances': op['compute_instances'],
-                      'slices': self.shape.profile(op['profile'])['slice_count']}
-                     for op in planned if op['op'] == 'create_gpu_instance')
-        return _describe(after)
-
-
-def _pids(pids):
-    return ', '.join(str(pid) for pid in pids)
-
-
-def describe_step(op):
-    """One operation in words, without the GPU (messages name it once per GPU)."""
-    kind = op['op']
-    if kind == 'set_mig_mode':
-        return '%s MIG mode' % ('enable' if op['enabled'] else 'disable')
-    if kind == 'destroy_compute_instance':
-        return 'destroy compute instance %d of GPU instance %d' % (op['compute_instance'], op['gpu_instance'])
-    if kind == 'destroy_gpu_instance':
-        return 'destroy GPU instance %d (%s at %d)' % (op['gpu_instance'], op['profile'], op['start'])
-    if kind == 'create_compute_instance':
-        return 'create a %dc compute instance in GPU instance %d (%s)' % (op['size'], op['gpu_instance'], op['profile'])
-    return 'create %s at memory slice %d with compute instances %s' % (
-        op['profile'], op['start'], '+'.join('%dc' % size for size in op['compute_instances']))
-
-
-def describe_operation(gpu, op):
-    return '%s: %s' % (gpu.name, describe_step(op))
-
-
-def per_gpu(steps):
-    """[(gpu, step)] in words, naming each GPU once: 'GPU 0 (...): a, b; GPU 1 (...): c'."""
-    groups = []
-    for gpu, step in steps:
-        if groups and groups[-1][0] is gpu:
-            groups[-1][1].append(step)
-        else:
-            groups.append((gpu, [step]))
-    return '; '.join('%s: %s' % (gpu.name, ', '.join(gpu_steps)) for gpu, gpu_steps in groups) or 'nothing'
-
-
-def by_reason(problems):
-    """[(gpu, reason)] as one line per reason that names every GPU it holds for once.
-
-    A reason may contain {indices}: the comma-separated indices of its GPUs (for nvidia-smi -i).
-    """
-    order = []
-    gpus = {}
-    for gpu, reason in problems:
-        if reason not in gpus:
-            order.append(reason)
-            gpus[reason] = []
-        gpus[reason].append(gpu)
-    lines = []
-    for reason in order:
-        named = gpus[reason]
-        who = named[0].name if len(named) == 1 else 'GPUs %s (%s)' % (
-            ', '.join(str(gpu.index) for gpu in named), ', '.join(gpu.info['uuid'] for gpu in named))
-        lines.append('%s: %s' % (who, reason.replace('{indices}', ','.join(str(gpu.index) for gpu in named))))
-    return ' | '.join(lines)
 
 
 class MigRun:
@@ -310,7 +128,8 @@ class MigRun:
             with Nvml(self.library) as nvml:
                 self._prepare(nvml)
                 before = dict((gpu.index, gpu.layout_now()) for gpu in self.gpus)
-                planned = dict((gpu.index, gpu.layout_wanted()) for gpu in self.gpus)
+                # The plan, in words and as data, before applying it changes what the GPUs hold.
+                planned = dict((gpu.index, (gpu.layout_wanted(), gpu.mig_wanted())) for gpu in self.gpus)
                 pending_reset = []
                 if check_mode:
                     pending_reset = self._defer_where_a_reset_waits()
@@ -327,7 +146,7 @@ class MigRun:
 
     def _prepare(self, nvml):
         handles = nvml.device_handles()
-        every = [_Gpu(nvml, handle, index) for index, handle in enumerate(handles)]
+        every = [MigGpu(nvml, handle, index) for index, handle in enumerate(handles)]
         described = [dict(gpu.info, mig_capable=gpu.modes['mig_capable']) for gpu in every]
         if self.mig_parted is not None:
             for gpu in described:  # for mig-parted's device-filter only
@@ -441,7 +260,7 @@ class MigRun:
             pids = devices.get((op['gpu_instance'], op['compute_instance']), {}).get('pids', [])
             if pids:
                 raise _InUse('PIDs %s still run there, and NVML refuses to destroy a compute instance in use '
-                             '(In use by another client), with force or without' % _pids(pids), op)
+                             '(In use by another client), with force or without' % pids_text(pids), op)
 
     def _stop(self, gpu, op, exc, rest_of_gpu, later_gpus):
         failed_op = exc.op if isinstance(exc, _InUse) else op
@@ -479,7 +298,7 @@ class MigRun:
         self.done.append((gpu, describe_step(op)))
 
     def _reread(self, nvml, gpu):
-        fresh = _Gpu(nvml, gpu.handle, gpu.index)
+        fresh = MigGpu(nvml, gpu.handle, gpu.index)
         fresh.shape = gpu.shape
         fresh.wanted = gpu.wanted
         fresh.operations = gpu.operations
@@ -494,7 +313,8 @@ class MigRun:
         gpus = []
         for gpu in self.gpus:
             # What the run leads to: with the instances deferred, the layout stays as it is until the reset.
-            after = planned[gpu.index] if check_mode and not gpu.deferred else gpu.layout_now()
+            layout_wanted, mig_wanted = planned[gpu.index]
+            after = layout_wanted if check_mode and not gpu.deferred else gpu.layout_now()
             gpus.append({
                 'index': gpu.index,
                 'uuid': gpu.info['uuid'],
@@ -507,7 +327,8 @@ class MigRun:
                 'compute_pids': list(gpu.pids),
                 'layout_before': before[gpu.index],
                 'layout_after': after,
-                'layout_wanted': planned[gpu.index],
+                'layout_wanted': layout_wanted,
+                'mig_wanted': mig_wanted,
                 'operations': [describe_operation(gpu, op) for op in gpu.operations],
                 'deferred': [describe_operation(gpu, op) for op in gpu.deferred],
                 'devices': [{'gpu_instance_id': gi['id'], 'compute_instance_id': ci_id, 'profile': gi['profile'],

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The one model of a gpufleet_topology fact: an index over it, and the one rule for naming a GPU.
+"""The one model of a gpufleet_topology fact: an index over it, the one rule for naming a GPU, and the host as it
+will be after a MIG plan (``Topology.after_mig``).
 
 Placement, MPS plans, MIG layouts and the filters read the fact through ``Topology`` rather than walking the dict:
 devices by UUID (MIG compute instances included, each mapped to its parent GPU and profile), NUMA nodes by id, and
@@ -15,6 +16,8 @@ This is a private module: its API may change without notice.
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+from uuid import UUID, uuid5
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, parse_cpulist, parse_cpulists
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
@@ -132,6 +135,8 @@ class Topology:
       ``profile`` (MIG profile name, None for a GPU), ``index`` (None for a MIG device), ``name`` (product name),
       ``memory_mb`` (None when unknown) and ``sort`` (a stable order: bus, GPU UUID, placement, compute instance).
     - ``by_index``: GPU index -> UUID.
+
+    ``after_mig(mig_gpus)`` is the Topology the host will have once a MIG plan is applied.
     """
 
     def __init__(self, fact):
@@ -231,6 +236,27 @@ class Topology:
                         'sort': (bus, uuid, start, ci.get('id', -1), ci['uuid']),
                     }
 
+    # -- after a MIG change ----------------------------------------------------------------------------------
+
+    def after_mig(self, mig_gpus):
+        """The Topology this host will have once a MIG plan is applied, so that services can be placed before it is.
+
+        ``mig_gpus`` is the ``gpus`` list of a gpufleet.core.mig result (check mode gives the plan), each with its
+        ``uuid`` and ``mig_wanted``. GPUs it does not list keep their MIG state; a listed GPU gets MIG mode on or off
+        and exactly the wanted GPU instances, each with its compute instances. MIG devices that do not exist yet get
+        placeholder UUIDs (``placeholder_mig_uuid``): they are placed on, never used. This topology's fact is not
+        changed; the new one's fact is a new dict that shares what the plan leaves as it is.
+        """
+        wanted = _mig_plan_by_gpu(mig_gpus)
+        unknown = sorted(set(wanted) - set(gpu['uuid'] for gpu in self.gpus))
+        if unknown:
+            raise TopologyModelError('the MIG plan names GPUs the topology does not have (%s): gather the topology '
+                                     'and plan the MIG change on the same host' % ', '.join(unknown))
+        profiles = self.fact.get('mig_profiles') or {}
+        gpus = [_gpu_after_mig(gpu, wanted[gpu['uuid']], profiles) if gpu['uuid'] in wanted else gpu
+                for gpu in self.gpus]
+        return Topology(dict(self.fact, gpus=gpus))
+
     # -- nodes and CPUs --------------------------------------------------------------------------------------
 
     def node(self, node_id):
@@ -278,6 +304,69 @@ class Topology:
             raise TopologyModelError('NUMA node %d of %s has no CPUs; it cannot run CPU work'
                                      % (node_id, gpu['uuid']))
         return list(self.node_cpus[node_id])
+
+
+# A fixed namespace, so that a planned MIG device's placeholder UUID is the same on every run.
+_PLACEHOLDER_NAMESPACE = UUID('8d5b1c52-6f0e-4c38-9a7e-3b1d2f6a9e41')
+_MIG_MODES = ('enabled', 'disabled')
+
+
+def placeholder_mig_uuid(gpu_uuid, start, compute_index):
+    """The stand-in UUID of a MIG device that a MIG plan creates: stable for its GPU, placement and index."""
+    return 'MIG-%s' % uuid5(_PLACEHOLDER_NAMESPACE, '%s@%d/%d' % (gpu_uuid, start, compute_index))
+
+
+def _is_count(value, least):
+    return _is_int(value) and value >= least
+
+
+def _mig_plan_by_gpu(mig_gpus):
+    """GPU UUID -> its mig_wanted, from the gpus list of a gpufleet.core.mig result; refused, naming the value, where
+    an entry is not as the module returns it."""
+    if not isinstance(mig_gpus, list) or not all(isinstance(gpu, dict) and isinstance(gpu.get('uuid'), str)
+                                                 for gpu in mig_gpus):
+        raise TopologyModelError('the MIG plan must be the gpus list of a gpufleet.core.mig result (each with uuid '
+                                 'and mig_wanted), got %r' % (mig_gpus,))
+    wanted = {}
+    for gpu in mig_gpus:
+        plan = gpu.get('mig_wanted')
+        instances = plan.get('gpu_instances') if isinstance(plan, dict) else None
+        if not isinstance(plan, dict) or plan.get('mig_mode') not in _MIG_MODES or not isinstance(instances, list) \
+                or (plan['mig_mode'] == 'disabled' and instances) or not all(map(_is_planned_instance, instances)):
+            raise TopologyModelError('GPU %s: mig_wanted is %r, not the MIG plan as gpufleet.core.mig returns it '
+                                     '({mig_mode: enabled or disabled, gpu_instances: [{profile, placement_start, '
+                                     'compute_instances: [{slice_count}]}]}); plan the MIG change with this '
+                                     'release\'s gpufleet.core.mig' % (gpu['uuid'], plan))
+        wanted[gpu['uuid']] = plan
+    return wanted
+
+
+def _is_planned_instance(instance):
+    """Is this one GPU instance of a mig_wanted: a profile name, a placement start, one or more compute instances?"""
+    return isinstance(instance, dict) and isinstance(instance.get('profile'), str) \
+        and _is_count(instance.get('placement_start'), 0) and isinstance(instance.get('compute_instances'), list) \
+        and len(instance['compute_instances']) > 0 and all(
+            isinstance(ci, dict) and _is_count(ci.get('slice_count'), 1) for ci in instance['compute_instances'])
+
+
+def _gpu_after_mig(gpu, wanted, profiles):
+    """A new fact dict of the GPU with the MIG mode and instances of its mig_wanted, numbered in placement order."""
+    mig = dict(gpu.get('mig') or {})
+    mig['mode_current'] = mig['mode_pending'] = wanted['mig_mode']
+    by_name = dict((p.get('name'), p) for p in profiles.get(gpu.get('name')) or [] if isinstance(p, dict))
+    instances = []
+    for number, instance in enumerate(wanted['gpu_instances'], 1):
+        profile = by_name.get(instance['profile']) or {}
+        start = instance['placement_start']
+        instances.append({
+            'id': number, 'profile': instance['profile'], 'profile_id': profile.get('id'),
+            'placement': {'start': start, 'size': profile.get('slice_count')},
+            'compute_instances': [{'id': index, 'slice_count': ci['slice_count'],
+                                   'uuid': placeholder_mig_uuid(gpu['uuid'], start, index)}
+                                  for index, ci in enumerate(instance['compute_instances'])],
+        })
+    mig['gpu_instances'] = instances
+    return dict(gpu, mig=mig)
 
 
 def find_gpu(topology, ref):

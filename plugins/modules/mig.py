@@ -206,10 +206,57 @@ gpus:
       returned: always
       sample: [3g.40gb@0, 1g.10gb@4, 1g.10gb@6]
     layout_wanted:
-      description: The layout the plan leads to, once any RV(gpus[].deferred) steps have run after a GPU reset.
+      description:
+        - The layout the plan leads to, once any RV(gpus[].deferred) steps have run after a GPU reset, in words as
+          RV(gpus[].layout_before) writes them.
+        - For people; code reads the same plan as data, RV(gpus[].mig_wanted).
       type: raw
       returned: always
       sample: [3g.40gb@0, 1g.10gb@4, 1g.10gb@6]
+    mig_wanted:
+      description:
+        - The MIG state the plan leads to (RV(gpus[].layout_wanted)), as data. In check mode, the plan; the
+          P(gpufleet.core.topology_after_mig#filter) filter reads it to place services before the change.
+      type: dict
+      returned: always
+      sample:
+        mig_mode: enabled
+        gpu_instances:
+          - {"profile": "3g.40gb", "placement_start": 0, "compute_instances": [{"slice_count": 3}]}
+          - {"profile": "3g.40gb", "placement_start": 4, "compute_instances": [{"slice_count": 1}, {"slice_count": 2}]}
+      contains:
+        mig_mode:
+          description: V(enabled) or V(disabled).
+          type: str
+          returned: always
+          sample: enabled
+        gpu_instances:
+          description: The GPU instances, in the order of their placement; empty when MIG mode is disabled.
+          type: list
+          elements: dict
+          returned: always
+          contains:
+            profile:
+              description: The GPU-instance profile's name.
+              type: str
+              returned: always
+              sample: 3g.40gb
+            placement_start:
+              description: The first memory slice of the instance's placement.
+              type: int
+              returned: always
+              sample: 4
+            compute_instances:
+              description: The instance's compute instances, in order; one spanning it unless the layout splits it.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                slice_count:
+                  description: The compute slices of the compute instance.
+                  type: int
+                  returned: always
+                  sample: 1
     compute_pids:
       description: PIDs of the compute processes on this GPU after the run; they block a GPU reset.
       type: list

@@ -45,5 +45,6 @@ def gpu_numa_cpulist(topology, gpu):
 
 
 def topology_after_mig(topology, mig_gpus):
-    from ansible_collections.gpufleet.core.plugins.module_utils._mig_projection import topology_after_mig as project
-    return _guarded('topology_after_mig', project, topology, mig_gpus)
+    """The fact as Topology.after_mig projects it: the planner and the service_plan action take a fact."""
+    from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
+    return _guarded('topology_after_mig', lambda: Topology(topology).after_mig(mig_gpus).fact)

@@ -87,3 +87,13 @@ def test_a_fact_of_another_version_names_the_fix():
     with pytest.raises(AnsibleFilterError) as caught:
         FILTERS['gpu_numa_cpulist'](dict(TOPOLOGY, version=7), 0)
     assert 'layout version 7' in str(caught.value) and 'gather it again with gpufleet.core.topology_facts' in str(caught.value)
+
+
+def test_topology_after_mig_returns_the_projected_fact_and_names_itself_when_it_refuses():
+    plan = [{'uuid': 'GPU-aaa', 'mig_wanted': {'mig_mode': 'disabled', 'gpu_instances': []}}]
+    projected = FILTERS['topology_after_mig'](TOPOLOGY, plan)
+    assert projected['gpus'][0]['mig']['gpu_instances'] == [] and projected['gpus'][1:] == TOPOLOGY['gpus'][1:]
+    assert TOPOLOGY['gpus'][0]['mig']['gpu_instances'][0]['compute_instances'][0]['uuid'] == 'MIG-bbb'
+    with pytest.raises(AnsibleFilterError) as caught:
+        FILTERS['topology_after_mig'](TOPOLOGY, [{'uuid': 'GPU-aaa', 'layout_wanted': 'disabled'}])
+    assert str(caught.value).startswith('gpufleet.core.topology_after_mig: GPU GPU-aaa: mig_wanted is None')

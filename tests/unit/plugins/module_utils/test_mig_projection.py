@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""topology_after_mig: services placed on the projected topology land where they land once the MIG change is made.
+"""Topology.after_mig: services placed on the projected topology land where they land once the MIG change is made.
 
 The proof runs the real mig module on the simulated reference host: its check-mode plan is projected, services are
 placed on the projection, then the change is applied, the topology gathered again and the same services placed on
@@ -11,9 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 import pytest
 
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_projection import (
-    MigProjectionError, parse_layout, placeholder_uuid, topology_after_mig)
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import place
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import (
+    Topology, TopologyModelError, placeholder_mig_uuid)
 from ansible_collections.gpufleet.core.plugins.modules import mig, topology_facts
 
 from ...support.topology import A100, A100_PROFILES, gpu, mig_instance, node, topology
@@ -24,6 +24,20 @@ SERVICES = [
     {'name': 'imagegen', 'gpus': {'mig_profile': '3g.40gb', 'count': 1}, 'cpus': 4, 'command': '/opt/img/serve'},
     {'name': 'embed', 'gpus': {'mig_profile': '3g.40gb', 'count': 2}, 'cpus': 4, 'command': '/opt/embed/serve'},
 ]
+
+
+def topology_after_mig(fact, mig_gpus):
+    return Topology(fact).after_mig(mig_gpus).fact
+
+
+def _wanted(*instances):
+    """A mig_wanted with MIG on and these (profile, start, [compute slice counts]) GPU instances."""
+    return {'mig_mode': 'enabled', 'gpu_instances': [
+        {'profile': profile, 'placement_start': start, 'compute_instances': [{'slice_count': size} for size in sizes]}
+        for profile, start, sizes in instances]}
+
+
+DISABLED = {'mig_mode': 'disabled', 'gpu_instances': []}
 
 
 def _gather(run_module, roots):
@@ -68,50 +82,77 @@ def test_services_placed_on_the_projection_land_where_they_do_after_the_change(r
     assert all(uuid.startswith('MIG-') and uuid not in real for plan in on_projection[1:] for uuid in plan['gpus'])
 
 
+def test_the_plan_is_read_as_data_and_its_words_are_only_for_people(run_module, sim_host):
+    paths = sim_host('reference-a100')
+    roots = {'sysfs_root': paths['sysfs_root'], 'procfs_root': paths['procfs_root']}
+    planned = run_module(mig, dict(roots, layouts=[{'gpus': [2], 'layout': [
+        {'profile': '3g.40gb', 'compute_instances': ['1c', '2c']}, '3g.40gb']}], _ansible_check_mode=True))
+    assert planned['gpus'][0]['layout_wanted'] == ['3g.40gb@0 [1c+2c]', '3g.40gb@4'] or \
+        planned['gpus'][0]['layout_wanted'] == ['3g.40gb@0', '3g.40gb@4 [1c+2c]']
+    starts = dict((gi['placement_start'], [ci['slice_count'] for ci in gi['compute_instances']])
+                  for gi in planned['gpus'][0]['mig_wanted']['gpu_instances'])
+    assert planned['gpus'][0]['mig_wanted']['mig_mode'] == 'enabled' and sorted(starts.values()) == [[1, 2], [3]]
+    # The words changed for people change nothing: the projection never reads them.
+    reworded = [dict(found, layout_wanted=['(reworded)']) for found in planned['gpus']]
+    before = _gather(run_module, roots)
+    assert topology_after_mig(before, reworded) == topology_after_mig(before, planned['gpus'])
+
+
 def test_a_gpu_taken_out_of_mig_loses_its_instances_and_unlisted_gpus_keep_theirs():
     fact = topology([node(0, range(0, 8))], mig_profiles=A100_PROFILES, gpus=[
         gpu(0, 'GPU-a', bus='17', instances=[mig_instance('3g.40gb', ['MIG-old'], start=0)]),
         gpu(1, 'GPU-b', bus='18', instances=[mig_instance('1g.10gb', ['MIG-kept'], start=6)]),
     ])
-    projected = topology_after_mig(fact, [{'uuid': 'GPU-a', 'layout_wanted': 'disabled'}])
-    assert projected['gpus'][0]['mig']['mode_current'] == 'disabled'
-    assert projected['gpus'][0]['mig']['gpu_instances'] == []
-    assert projected['gpus'][1] == fact['gpus'][1]
+    projected = Topology(fact).after_mig([{'uuid': 'GPU-a', 'mig_wanted': DISABLED}])
+    assert projected.fact['gpus'][0]['mig']['mode_current'] == 'disabled'
+    assert projected.fact['gpus'][0]['mig']['gpu_instances'] == []
+    assert projected.fact['gpus'][1] == fact['gpus'][1]
+    assert 'MIG-old' not in projected.devices and 'MIG-kept' in projected.devices
     assert fact['gpus'][0]['mig']['gpu_instances'][0]['compute_instances'][0]['uuid'] == 'MIG-old'
 
 
 def test_compute_instances_that_split_a_gpu_instance_become_devices_of_their_own():
-    fact = topology([node(0, range(0, 8))], gpus=[gpu(0, 'GPU-a', bus='17')], mig_profiles=A100_PROFILES)
-    projected = topology_after_mig(fact, [{'uuid': 'GPU-a', 'layout_wanted': ['3g.40gb@4 [1c+2c]', '1g.10gb@0']}])
-    instances = projected['gpus'][0]['mig']['gpu_instances']
-    assert [(gi['profile'], gi['placement']['start'], [ci['slice_count'] for ci in gi['compute_instances']])
-            for gi in instances] == [('3g.40gb', 4, [1, 2]), ('1g.10gb', 0, [None])]
+    fact = topology([node(0, range(0, 8))], gpus=[gpu(0, 'GPU-a', bus='17', name=A100)], mig_profiles=A100_PROFILES)
+    wanted = _wanted(('1g.10gb', 0, [1]), ('3g.40gb', 4, [1, 2]))
+    projected = Topology(fact).after_mig([{'uuid': 'GPU-a', 'mig_wanted': wanted}])
+    instances = projected.fact['gpus'][0]['mig']['gpu_instances']
+    assert [(gi['id'], gi['profile'], gi['placement']['start'], [ci['slice_count'] for ci in gi['compute_instances']])
+            for gi in instances] == [(1, '1g.10gb', 0, [1]), (2, '3g.40gb', 4, [1, 2])]
     uuids = [ci['uuid'] for gi in instances for ci in gi['compute_instances']]
-    assert uuids == [placeholder_uuid('GPU-a', 4, 0), placeholder_uuid('GPU-a', 4, 1), placeholder_uuid('GPU-a', 0, 0)]
-    assert len(set(uuids)) == 3 and placeholder_uuid('GPU-a', 4, 0) == placeholder_uuid('GPU-a', 4, 0)
-    assert A100 in projected['mig_profiles']
+    assert uuids == [placeholder_mig_uuid('GPU-a', 0, 0), placeholder_mig_uuid('GPU-a', 4, 0),
+                     placeholder_mig_uuid('GPU-a', 4, 1)]
+    assert len(set(uuids)) == 3 and placeholder_mig_uuid('GPU-a', 4, 0) == placeholder_mig_uuid('GPU-a', 4, 0)
+    assert [projected.devices[uuid]['profile'] for uuid in uuids] == ['1g.10gb', '3g.40gb', '3g.40gb']
+    assert A100 in projected.fact['mig_profiles']
 
 
-@pytest.mark.parametrize('layout, message', [
-    ('3g.40gb@0', "layout_wanted must be 'disabled' or a list"),
-    (['3g.40gb'], "'3g.40gb' is not a layout entry"),
-    (['3g.40gb@0 [x]'], 'is not a layout entry'),
-    (['3g.40gb@0\n'], 'is not a layout entry'),
+@pytest.mark.parametrize('wanted, words', [
+    (None, 'mig_wanted is None, not the MIG plan as gpufleet.core.mig returns it'),
+    (['3g.40gb@0'], "mig_wanted is ['3g.40gb@0']"),
+    ({'mig_mode': 'on', 'gpu_instances': []}, "'mig_mode': 'on'"),
+    ({'mig_mode': 'disabled', 'gpu_instances': _wanted(('3g.40gb', 0, [3]))['gpu_instances']}, "'disabled'"),
+    (_wanted(('3g.40gb', -1, [3])), "'placement_start': -1"),
+    (_wanted(('3g.40gb', 0, [])), "'compute_instances': []"),
+    (_wanted(('3g.40gb', 0, [0])), "'slice_count': 0"),
+    ({'mig_mode': 'enabled', 'gpu_instances': [{'profile': '3g.40gb', 'placement_start': True,
+                                               'compute_instances': [{'slice_count': 3}]}]}, "'placement_start': True"),
 ])
-def test_a_layout_it_cannot_read_is_refused_naming_it(layout, message):
-    with pytest.raises(MigProjectionError) as refused:
-        parse_layout(layout, 'GPU GPU-a')
-    assert message in str(refused.value) and str(refused.value).startswith('GPU GPU-a: ')
+def test_a_plan_it_cannot_read_is_refused_naming_it(wanted, words):
+    fact = topology([node(0, range(0, 8))], gpus=[gpu(0, 'GPU-a', bus='17')])
+    with pytest.raises(TopologyModelError) as refused:
+        Topology(fact).after_mig([{'uuid': 'GPU-a', 'mig_wanted': wanted, 'layout_wanted': ['3g.40gb@0']}])
+    assert str(refused.value).startswith('GPU GPU-a: mig_wanted is ') and words in str(refused.value)
+    assert "plan the MIG change with this release's gpufleet.core.mig" in str(refused.value)
 
 
 def test_a_plan_for_another_host_or_a_wrong_input_is_refused():
     fact = topology([node(0, range(0, 8))], gpus=[gpu(0, 'GPU-a', bus='17')])
-    with pytest.raises(MigProjectionError) as refused:
-        topology_after_mig(fact, [{'uuid': 'GPU-z', 'layout_wanted': 'disabled'}])
+    with pytest.raises(TopologyModelError) as refused:
+        topology_after_mig(fact, [{'uuid': 'GPU-z', 'mig_wanted': DISABLED}])
     assert 'GPU-z' in str(refused.value) and 'same host' in str(refused.value)
-    with pytest.raises(MigProjectionError) as refused:
-        topology_after_mig({'numa_nodes': []}, [])
+    with pytest.raises(TopologyModelError) as refused:
+        topology_after_mig({'gpus': []}, [])
     assert 'gpufleet.core.topology_facts' in str(refused.value)
-    with pytest.raises(MigProjectionError) as refused:
+    with pytest.raises(TopologyModelError) as refused:
         topology_after_mig(fact, {'gpus': []})
     assert 'gpus list of a gpufleet.core.mig result' in str(refused.value)
