@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.gpufleet.core.plugins.module_utils._watchdog import KINDS, REPORT
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_state import KINDS, REPORT
 
 PREFIX = 'gpufleet_watchdog_'
 TEXTFILE_NAME = 'gpufleet_watchdog.prom'

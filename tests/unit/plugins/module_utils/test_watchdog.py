@@ -9,7 +9,10 @@ import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _watchdog as wd
 from ansible_collections.gpufleet.core.plugins.module_utils import _xid_catalog as catalog
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import WatchdogError, check_config
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report import journal_lines, metrics
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_state import fresh_state, read_state
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_xids import parse_kernel_xid
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import read_plan
 
 GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
@@ -34,7 +37,7 @@ DEVICE_OF = {'llm': GPU0, 'chat': GPU0, 'embed': MIG1, 'rerank': MIG2}
 
 
 def config(**changes):
-    return wd.check_config(dict(changes))
+    return check_config(dict(changes))
 
 
 def readings(used_gib=None, xids=(), lost=(), missing=(), inactive=(), drift=None, uptime=7200.0):
@@ -73,7 +76,7 @@ def xid(number, gpu=GPU0, device=None, source='nvml'):
 def run(cfg=None, reads=None, state=None, plan='the plan', now=NOW):
     plan = PLAN if plan == 'the plan' else plan  # None is a test's: no plan
     plan = read_plan(plan) if plan is not None else None
-    return wd.decide(cfg or config(), plan, reads or readings(), state or wd.fresh_state(), now)
+    return wd.decide(cfg or config(), plan, reads or readings(), state or fresh_state(), now)
 
 
 def acted(decisions, kind=None):
@@ -177,7 +180,7 @@ def test_an_application_xid_on_a_mig_device_restarts_only_its_service():
 
 def test_a_kernel_line_is_matched_to_its_gpu_by_pci_address_and_merged_with_nvmls():
     line = 'NVRM: Xid (PCI:0000:18:00): 13, pid=103, name=python3, Graphics Exception'
-    event = dict(wd.parse_kernel_xid(line), source='kernel', message=line)
+    event = dict(parse_kernel_xid(line), source='kernel', message=line)
     assert event['pci_bus_id'] == '0000:18:00' and event['pid'] == 103
     decisions = run(reads=readings(xids=[event, xid(13, gpu=GPU1, device=MIG1)]))[0]
     assert restarted(decisions) == ['embed']  # NVML named the MIG device; the kernel line is the same error
@@ -246,7 +249,7 @@ def test_different_memory_faults_on_one_gpu_count_together_other_gpus_do_not():
 
 def test_a_reset_class_xid_that_is_not_a_memory_fault_never_asks_for_an_rma():
     cfg = config(allow_reset=True)
-    state = wd.fresh_state()
+    state = fresh_state()
     for check in range(3):
         decisions, state, _summary = run(cfg=cfg, reads=readings(xids=[xid(119)]), state=state, now=NOW + 600 * check)
         assert [d['kind'] for d in decisions] == [wd.RESET]
@@ -336,7 +339,7 @@ def test_a_reboot_needs_allow_reboot_min_uptime_and_cooldown():
 def test_the_rate_limit_holds_after_n_restarts_in_the_window():
     cfg = config(rate_limit_restarts=2, rate_limit_window_sec=600, interval_sec=30)
     over = readings(used_gib={'llm': 79})
-    state = wd.fresh_state()
+    state = fresh_state()
     verdicts = []
     for check in range(4):
         decisions, state, summary = run(cfg=cfg, reads=over, state=state, now=NOW + 30 * check)
@@ -409,14 +412,14 @@ def test_a_planned_service_the_host_lacks_stops_every_action():
     ({'fleet_prometheus_url': 'prometheus:9090'}, 'fleet_prometheus_url'),
 ])
 def test_bad_configuration_is_refused_naming_the_setting(changes, named):
-    with pytest.raises(wd.WatchdogError) as caught:
-        wd.check_config(changes)
+    with pytest.raises(WatchdogError) as caught:
+        check_config(changes)
     assert named in str(caught.value)
 
 
 def test_an_unreadable_state_starts_afresh_and_says_so():
-    assert wd.read_state({'version': 99}) == (wd.fresh_state(), True)
-    assert wd.read_state(None) == (wd.fresh_state(), False)
+    assert read_state({'version': 99}) == (fresh_state(), True)
+    assert read_state(None) == (fresh_state(), False)
 
 
 def test_journal_lines_and_metrics_carry_the_evidence():

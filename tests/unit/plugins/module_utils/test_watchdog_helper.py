@@ -15,8 +15,8 @@ import pytest
 import pynvml
 import simctl
 
-from ansible_collections.gpufleet.core.plugins.module_utils import _helper_watchdog, _helpers_main
-from ansible_collections.gpufleet.core.plugins.module_utils._helper_watchdog import WatchdogHost
+from ansible_collections.gpufleet.core.plugins.module_utils import _helper_watchdog, _helpers_main, _watchdog_host
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_host import WatchdogHost
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 
 from ...conftest import SIM_DIR
@@ -40,7 +40,7 @@ class Systemd:
 
     def __call__(self, argv):
         if argv[0] != 'systemctl':
-            return _helper_watchdog._run(argv)
+            return _watchdog_host._run(argv)
         if argv[1] == 'show':
             props = self.units.get(argv[-1], {'LoadState': 'not-found', 'ActiveState': 'inactive',
                                               'SubState': 'dead', 'ControlGroup': ''})

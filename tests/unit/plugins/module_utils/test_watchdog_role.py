@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils._helpers_main import COMMANDS
-from ansible_collections.gpufleet.core.plugins.module_utils._watchdog import DEFAULTS, WatchdogError, check_config
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import DEFAULTS, WatchdogError, check_config
 
 from ...roles.conftest import RoleRender
 
