@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils._helpers_main import COMMANDS
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import PLAN_FILE
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import DEFAULTS, WatchdogError, check_config
 
 from ...roles.conftest import RoleRender
@@ -21,7 +22,8 @@ def test_the_defaults_render_a_configuration_the_program_accepts_with_numbers_as
     assert sorted(config) == sorted(DEFAULTS)
     assert config['interval_sec'] == 30 and isinstance(config['interval_sec'], int)
     assert config['memory_budget_percent'] == 85 and config['dry_run'] is False
-    assert config['plan_file'] == '/etc/gpufleet/placement.json'
+    # Without the gpu_services role's variable, the role's fallback (YAML cannot import Python) is the plan path.
+    assert config['plan_file'] == PLAN_FILE == DEFAULTS['plan_file']
     assert config['state_file'] == '/var/lib/gpufleet-watchdog/state.json'
     assert config['reset_stop_units'] == ['gpufleet-dcgm-exporter.service']
 
