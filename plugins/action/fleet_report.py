@@ -5,7 +5,8 @@
 
 """Writes the fleet report (one HTML page and its JSON) on the controller, keeping the previous JSON for the diff.
 
-What is drawn and compared is plugin_utils/_fleet_report.py's; this file reads and writes the three files.
+Each host's values are read from hostvars (plugin_utils/_report/hostvars.py); what is drawn, compared and written is
+plugin_utils/_report's. This file checks the task's arguments and writes the files it is given.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,13 +15,16 @@ __metaclass__ = type
 
 import datetime
 import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_report import (
-    HTML_NAME, JSON_NAME, PREVIOUS_NAME, FleetReportError, change_count, plan_report)
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.diff import change_count
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.files import (
+    HTML_NAME, JSON_NAME, PREVIOUS_NAME, WRITE_ORDER, ReportFiles, plan_report)
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.hostvars import host_inputs
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.model import FleetReportError
 
 ARGUMENT_SPEC = {
     'dest': {'type': 'path', 'required': True},
@@ -31,37 +35,13 @@ ARGUMENT_SPEC = {
 }
 
 
-class ReportFiles:
-    """The report directory on the controller: the one place that reads and writes it."""
-
-    def __init__(self, directory):
-        self.directory = directory
-
-    def path(self, name):
-        return os.path.join(self.directory, name)
-
-    def read(self, name):
-        """The file's text, or None when it is not there."""
-        try:
-            with open(self.path(name), 'rb') as handle:
-                return handle.read().decode('utf-8', 'replace')
-        except (IOError, OSError):
-            return None
-
-    def write(self, name, text, mode):
-        """Replace the file at once (a reader never sees half a report)."""
-        if not os.path.isdir(self.directory):
-            os.makedirs(self.directory)
-        handle, temporary = tempfile.mkstemp(prefix='.' + name, dir=self.directory)
-        try:
-            with os.fdopen(handle, 'wb') as out:
-                out.write(text.encode('utf-8'))
-            os.chmod(temporary, mode)
-            os.replace(temporary, self.path(name))
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+def report_line(result):
+    """The report in one line, for the site playbook's summary (gpufleet.core.fleet_summary prints it)."""
+    return 'Fleet report: %s (%s; %d host(s)%s; %d change(s) since the previous report%s; failed audits: %s)' % (
+        result['html'], 'written' if result['written'] else 'unchanged', result['hosts'],
+        '; not in this run: ' + ', '.join(result['not_in_run']) if result['not_in_run'] else '', result['changes'],
+        '' if result['previous_problem'] is None else ': ' + result['previous_problem'],
+        ', '.join(result['failed_audits']) or 'none')
 
 
 def _mode(value):
@@ -89,15 +69,15 @@ class ActionModule(ActionBase):
                                     'report is written into' % directory)
         files = ReportFiles(directory)
         generated_at = args['generated_at'] or datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-        found = dict((name, files.read(name)) for name in (HTML_NAME, JSON_NAME, PREVIOUS_NAME))
+        found = files.read_all()
         try:
-            planned = plan_report(args['hosts'], generated_at, found, args['fleet'])
+            hosts = host_inputs(Inventory(task_vars or {}, self._templar), args['hosts'])
+            planned = plan_report(hosts, generated_at, found, args['fleet'])
         except FleetReportError as exc:
             raise AnsibleActionFail('gpufleet.core.fleet_report: %s' % exc)
         write = planned['write']
         if not self._task.check_mode:
-            # The previous report first: a run stopped half-way then still has it.
-            for name in (PREVIOUS_NAME, JSON_NAME, HTML_NAME):
+            for name in WRITE_ORDER:
                 if name in write:
                     try:
                         files.write(name, write[name], mode)
@@ -119,6 +99,7 @@ class ActionModule(ActionBase):
             'failed_audits': ['%s/%s' % (item['host'], item['service']) for item in summary['failed_audits']],
             'not_in_run': [item['host'] for item in summary['not_in_run']],
         })
+        result['line'] = report_line(result)
         if self._task.diff and JSON_NAME in write:
             result['diff'] = {'before_header': files.path(JSON_NAME), 'after_header': files.path(JSON_NAME),
                               'before': found[JSON_NAME] or '', 'after': write[JSON_NAME]}

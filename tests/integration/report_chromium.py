@@ -31,7 +31,7 @@ import tempfile
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, REPO)
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_report import HTML_NAME, JSON_NAME, plan_report  # noqa: E402
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.files import HTML_NAME, JSON_NAME, plan_report  # noqa: E402
 from tests.unit.report import dom  # noqa: E402
 from tests.unit.report.fleet import lab_fleet  # noqa: E402
 

@@ -108,7 +108,7 @@ def collect():
     # -- the only imports of the code under contract: a moved function is a one-line change here ------------------
     from . import sim  # (first: puts the NVML simulator ahead of nvidia-ml-py as pynvml)
     from ansible.module_utils import basic
-    from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_report import (
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._report.files import (
         HTML_NAME, JSON_NAME, PREVIOUS_NAME, plan_report)
     from ansible_collections.gpufleet.core.plugins.modules import numa_audit
     from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost

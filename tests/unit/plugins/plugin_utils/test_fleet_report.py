@@ -14,10 +14,13 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils import _fleet_report as report
-from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_report import (
-    HTML_NAME, JSON_NAME, PREVIOUS_NAME, FleetReportError, build_report, diff_reports, plan_report, read_previous,
-    render_html)
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import PROFILES, profiles
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.diff import change_count, diff_reports
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.files import (
+    HTML_NAME, JSON_NAME, PREVIOUS_NAME, plan_report, read_previous)
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.model import FleetReportError, build_report
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.page import render_html
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.slices import WIDEST_SLICES, gpu_slices, slices_of
 
 from ...conftest import REPO
 from ...report import dom
@@ -172,16 +175,28 @@ def test_every_text_from_inventory_and_facts_is_escaped(fleet):
     assert list(dom.drawings(dom.parse(html))) == ['h<script>"']
 
 
+def damaged(host):
+    """A host of the fleet whose fact the topology model reads but the report cannot draw all of: GPU0 on a node the
+    fact lacks, the first MIG instance of GPU2 placed past the memory slices, and a service on a GPU it lacks."""
+    host = copy.deepcopy(host)
+    gpus = host['topology']['gpus']
+    gpus[0]['numa_node'] = 9
+    gpus[2]['mig']['gpu_instances'][0]['placement']['start'] = 7
+    host['plan']['services'].append(dict(host['plan']['services'][0], name='gone', gpus=['GPU-gone']))
+    return dict(host, name='odd')
+
+
 def test_bad_input_still_renders_and_says_what_is_missing(fleet):
+    refused_fact = copy.deepcopy(fleet[0]['topology'])
+    refused_fact['numa_nodes'][0]['cpulist'] = '0-3,x'
     hosts = [
         {'name': 'before-facts', 'failure': {'stage': 'preflight', 'task': 'Gather the NUMA and GPU topology',
                                              'reason': 'unreachable'}},
         {'name': 'quarantined', 'quarantined': True, 'failure': 'Plan the MIG change: 3g.40gb x3 does not fit'},
         {'name': 'garbage', 'topology': 'not a fact', 'plan': '{not json', 'audit': 'x', 'reserved_cpus': 'abc'},
-        {'name': 'odd', 'topology': {'numa_nodes': [{'id': 0, 'cpulist': '0-3,x'}, 'junk'],
-                                     'gpus': [{'index': 0, 'uuid': 'GPU-1', 'mig': {'mode_current': 'enabled',
-                                               'gpu_instances': [{'profile': '9g', 'placement': {'start': 7}}]}}, 5]},
-         'plan': {'version': 1, 'services': [{'name': 's', 'cpus': [1], 'gpus': ['GPU-gone']}, {'cpus': 3}]}},
+        damaged(fleet[0]),
+        dict(copy.deepcopy(fleet[0]), name='refused-fact', topology=refused_fact,
+             plan={'version': 1, 'services': [{'name': 's', 'cpus': [1]}, {'cpus': 3}]}),
         dict(copy.deepcopy(fleet[4]), name='no-audit', audit=None),
     ]
     data, html = page(hosts)
@@ -189,15 +204,23 @@ def test_bad_input_still_renders_and_says_what_is_missing(fleet):
     assert models['before-facts']['status'] == 'failed'
     assert models['before-facts']['missing'][0].startswith('topology facts (the host failed before')
     assert models['quarantined']['status'] == 'quarantined'
-    assert models['garbage']['status'] == 'unknown'
-    assert 'the services plan is not JSON' in models['garbage']['problems'][1]
-    assert 'reserved_cpus is unusable' in models['garbage']['problems'][0]
+    garbage = models['garbage']
+    assert garbage['status'] == 'unknown' and garbage['missing'][0] == 'topology facts (the fact cannot be read; see below)'
+    assert 'reserved_cpus is unusable' in garbage['problems'][0]
+    assert "the topology must be ansible_facts['gpufleet_topology']" in garbage['problems'][1]
+    assert garbage['problems'][2].startswith('the services plan is not JSON')
+    # What the topology model reads is drawn; what cannot be drawn of it is named.
     odd = models['odd']
-    assert len(odd['topology']['nodes']) == 1 and odd['topology']['nodes'][0]['cpus'] == []
-    assert any('node 0\'s CPU list is unusable' in problem for problem in odd['problems'])
-    assert any('no usable placement' in problem for problem in odd['problems'])
-    assert any('GPU-gone' in problem for problem in odd['problems'])
-    assert any('have no name' in problem for problem in odd['problems'])
+    assert odd['status'] == 'audit failed' and odd['failed_audits'] == ['gone'] and len(odd['topology']['gpus']) == 4
+    assert [gpu['node'] for gpu in odd['topology']['gpus']] == [None, 0, 1, 1]
+    assert any('GPU0 is on node 9, which the fact does not list' in problem for problem in odd['problems'])
+    assert any('GPU2: MIG instance 3g.40gb has no usable placement' in problem for problem in odd['problems'])
+    assert any('service gone uses GPU-gone' in problem for problem in odd['problems'])
+    # What the topology model and the plan reader refuse is refused whole, in their words.
+    refused = models['refused-fact']
+    assert refused['status'] == 'unknown' and refused['topology'] is None and refused['services'] == []
+    assert 'the topology has a NUMA node without an integer id and a CPU list' in refused['problems'][0]
+    assert refused['problems'][1] == 'the services plan: services[1] has no name'
     assert models['no-audit']['missing'] == ['GPUs: none found (NVML: %s)' % fleet[4]['topology']['nvml']['reason'],
                                              'audit']
     assert models['no-audit']['services'][0]['audit']['state'] == 'none'
@@ -205,13 +228,47 @@ def test_bad_input_still_renders_and_says_what_is_missing(fleet):
     assert len(drawings) == len(hosts)
     assert dom.counts(drawings['before-facts'])['nodes'] == 0
     assert 'No topology facts' in drawings['before-facts'].all_text()
+    assert dom.counts(drawings['odd'])['mig-instances'] == 3
     for name, svg in drawings.items():
         assert dom.geometry_problems(svg) == [], name
     assert html.count('class="missing"') >= 4
     summary = data['summary']
     assert [item['host'] for item in summary['failed_hosts']] == ['before-facts']
     assert [item['host'] for item in summary['quarantined_hosts']] == ['quarantined']
-    assert [item['host'] for item in summary['unknown_hosts']] == ['garbage']
+    assert [item['host'] for item in summary['unknown_hosts']] == ['garbage', 'refused-fact']
+
+
+def test_a_fact_or_plan_of_another_version_is_refused_in_the_readers_words(fleet):
+    future = copy.deepcopy(fleet[0])
+    future['topology']['version'] = 99
+    text_plan = dict(copy.deepcopy(fleet[0]), name='plan-text', plan=json.dumps(fleet[0]['plan']))
+    hosts = [dict(future, name='fact-v99'), dict(copy.deepcopy(fleet[0]), name='plan-v2', plan={'version': 2}),
+             text_plan, dict(copy.deepcopy(fleet[0]), name='plan-list', plan=fleet[0]['plan']['services'])]
+    models = dict((host['name'], host) for host in build_report(hosts)['hosts'])
+    assert models['fact-v99']['topology'] is None
+    assert models['fact-v99']['problems'][0].startswith('the gpufleet_topology fact has layout version 99')
+    assert 'gather it again with gpufleet.core.topology_facts' in models['fact-v99']['problems'][0]
+    assert models['plan-v2']['missing'] == ['services plan']
+    assert models['plan-v2']['problems'] == [
+        'the services plan has version 2, but this release of gpufleet.core reads version 1; apply the '
+        'gpufleet.core.gpu_services role of this release to write it again']
+    # The plan file's text, and place_services' list, draw as the document does.
+    document = models['plan-text']
+    assert models['plan-list']['services'] == document['services'] and len(document['services']) == 2
+
+
+def test_mig_slices_come_from_nvidias_profile_table():
+    # Every model of the catalog: the widest profile's compute slices, the end of its furthest memory placement.
+    for model in PROFILES:
+        widest = max(profiles(model), key=lambda profile: profile['slice_count'])
+        assert gpu_slices(model) == (widest['slice_count'], max(
+            placement['start'] + placement['size'] for profile in profiles(model) for placement in profile['placements']))
+    assert gpu_slices('NVIDIA A100 80GB PCIe') == (7, 8) and WIDEST_SLICES == (7, 8)
+    # A model the catalog lacks is drawn on the widest division; a table of another division gives its own.
+    assert gpu_slices('NVIDIA A30') == WIDEST_SLICES
+    assert slices_of([{'name': '4g.24gb', 'slice_count': 4, 'placements': [{'start': 0, 'size': 4}]},
+                      {'name': '1g.6gb', 'slice_count': 1, 'placements': [{'start': 3, 'size': 1}]}]) == (4, 4)
+    assert slices_of([]) is None
 
 
 @pytest.mark.parametrize('hosts, words', [
@@ -266,7 +323,7 @@ def test_the_files_first_run_same_fleet_changed_fleet_and_corrupt_previous(fleet
                                   'after': 'FAILED (30.0% remote)'}]
     assert changes['status'] == [{'host': 'hk1-a100-01', 'before': 'ok', 'after': 'audit failed'}]
     html = third['write'][HTML_NAME]
-    assert 'data-changes="%d"' % report.change_count(changes) in html and 'Compared with the report of T1' in html
+    assert 'data-changes="%d"' % change_count(changes) in html and 'Compared with the report of T1' in html
     # A corrupt report on disk: the page says so, and the corrupt file is kept as the previous one.
     corrupt = plan_report(copy.deepcopy(fleet), 'T4', {JSON_NAME: '{"version": 1, "hosts": [', HTML_NAME: None})
     assert corrupt['write'][PREVIOUS_NAME] == '{"version": 1, "hosts": ['
@@ -289,7 +346,7 @@ def test_a_limited_run_keeps_the_fleets_other_hosts_as_the_previous_report_found
     assert 'as_of' not in [host for host in data['hosts'] if host['name'] == 'hk1-a100-01'][0]
     # Kept as found: hk1-a100-02's failed audit is still on the page, and only the host gone from the fleet changed.
     assert [item['host'] for item in data['summary']['failed_audits']] == ['hk1-a100-02']
-    assert (second['changes']['hosts_removed'], report.change_count(second['changes'])) == (['lab-quirks-01'], 1)
+    assert (second['changes']['hosts_removed'], change_count(second['changes'])) == (['lab-quirks-01'], 1)
     root = dom.parse(second['write'][HTML_NAME])
     articles = dict((article.attrs['data-host'], article) for article in root.find_all('article', 'host'))
     assert sorted(articles) == sorted(['hk1-a100-01'] + kept)
@@ -320,52 +377,90 @@ def test_a_host_the_previous_report_cannot_draw_is_named_not_drawn(fleet):
 
 
 ACTION_PLAYBOOK = r'''
+- name: What the run found on each host, as the report playbook's first play leaves it
+  hosts: fleet
+  gather_facts: false
+  tasks:
+    - name: The topology fact and the mark of a host read
+      ansible.builtin.set_fact:
+        gpufleet_topology: "{{ topologies[inventory_hostname] }}"
+        _gpufleet_report_reached: true
+        cacheable: true
+      when: inventory_hostname in topologies
+
 - name: The fleet_report action
   hosts: localhost
   gather_facts: false
   tasks:
     - name: Check mode writes nothing
-      gpufleet.core.fleet_report: {dest: "{{ out }}/check", hosts: "{{ fleet }}"}
+      gpufleet.core.fleet_report: {dest: "{{ out }}/check", hosts: "{{ names }}"}
       check_mode: true
       register: checked
     - name: First report
-      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ fleet }}", generated_at: T1}
+      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ names }}", generated_at: T1}
       register: first
       diff: true
     - name: The same fleet again
-      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ fleet }}"}
+      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ names }}"}
       register: again
     - name: One host less
-      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ fleet[1:] }}"}
+      gpufleet.core.fleet_report: {dest: "{{ out }}/report", hosts: "{{ names[1:] }}"}
       register: third
     - name: The whole fleet, in another directory
-      gpufleet.core.fleet_report: {dest: "{{ out }}/limited", hosts: "{{ fleet }}", fleet: "{{ fleet | map(attribute='name') }}"}
+      gpufleet.core.fleet_report: {dest: "{{ out }}/limited", hosts: "{{ names }}", fleet: "{{ names }}"}
     - name: A run limited to one host of the fleet
       gpufleet.core.fleet_report:
         dest: "{{ out }}/limited"
-        hosts: "{{ fleet[1:2] }}"
-        fleet: "{{ fleet | map(attribute='name') | list }}"
+        hosts: "{{ names[1:2] }}"
+        fleet: "{{ names }}"
       register: limited
-    - name: A host without a name
-      gpufleet.core.fleet_report: {dest: "{{ out }}/bad", hosts: [{dc: hk1}]}
+    - name: A host lost before the report, and one quarantined
+      gpufleet.core.fleet_report: {dest: "{{ out }}/lost", hosts: [hk3-lost-01, hk3-quarantined-01]}
+      register: lost
+    - name: Entries that are no host of the inventory
+      gpufleet.core.fleet_report: {dest: "{{ out }}/bad", hosts: ['', {name: hk1}, nowhere]}
       register: unnamed
       ignore_errors: true
     - name: Results
       ansible.builtin.copy:
         dest: "{{ out }}/results.json"
         content: "{{ {'checked': checked, 'first': first, 'again': again, 'third': third, 'limited': limited,
-                      'unnamed': unnamed} | to_json }}"
+                      'lost': lost, 'unnamed': unnamed} | to_json }}"
 '''
 
 
-def test_the_action_writes_keeps_the_previous_and_changes_nothing_the_second_time(fleet, tmp_path):
+def action_inventory(fleet):
+    # The plan and the audit as the site playbook leaves them (the services stage's plan text, the verify stage's
+    # audit); the class from the host's hardware-class group.
+    hosts = dict((host['name'], {
+        'gpufleet_dc': host['dc'], 'gpufleet_rack': host['rack'], 'gpu_services_reserved_cpus': host['reserved_cpus'],
+        '__gpu_services_planned': {'plan_json': json.dumps(host['plan'])}, '__gpufleet_audit': host['audit'],
+    }) for host in fleet)
+    hosts['hk3-lost-01'] = {'_gpufleet_stage': 'partition'}
+    hosts['hk3-quarantined-01'] = {'_gpufleet_report_reached': True, '_gpufleet_preflight_failure': {
+        'stage': 'preflight', 'task': 'Check the host against its class', 'reason': '3 GPUs, its class promises 4'}}
+    classes = sorted(set(host['class'] for host in fleet))
+    children = dict((klass, {'hosts': dict((host['name'], None) for host in fleet if host['class'] == klass)})
+                    for klass in classes)
+    children['gpufleet_quarantine'] = {'hosts': {'hk3-quarantined-01': None}}
+    return {'all': {
+        'vars': {'gpufleet_class_groups': classes, 'ansible_connection': 'local',
+                 'ansible_python_interpreter': sys.executable},
+        'hosts': {'localhost': None},
+        'children': {'fleet': {'hosts': hosts, 'children': children}}}}
+
+
+def test_the_action_reads_the_hosts_writes_keeps_the_previous_and_changes_nothing_the_second_time(fleet, tmp_path):
     (tmp_path / 'play.yml').write_text(ACTION_PLAYBOOK)
-    (tmp_path / 'vars.json').write_text(json.dumps({'fleet': fleet[:4], 'out': str(tmp_path)}))
+    (tmp_path / 'inventory.yml').write_text(json.dumps(action_inventory(fleet[:4])))
+    (tmp_path / 'vars.json').write_text(json.dumps({
+        'names': [host['name'] for host in fleet[:4]], 'out': str(tmp_path),
+        'topologies': dict((host['name'], host['topology']) for host in fleet[:4])}))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'build', 'collections'),
                ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_INVENTORY_UNPARSED_WARNING='false')
-    ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', 'localhost,',
-                          '-c', 'local', '-e', '@' + str(tmp_path / 'vars.json'), '-e',
-                          'ansible_python_interpreter=' + sys.executable, str(tmp_path / 'play.yml')],
+    ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
+                          str(tmp_path / 'inventory.yml'), '-e', '@' + str(tmp_path / 'vars.json'),
+                          str(tmp_path / 'play.yml')],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                          check=False)
     assert ran.returncode == 0, ran.stdout
@@ -375,10 +470,15 @@ def test_the_action_writes_keeps_the_previous_and_changes_nothing_the_second_tim
     assert first['changed'] is True and first['hosts'] == 4 and first['failed_audits'] == ['hk1-a100-02/imagegen']
     assert first['previous'] is None and 'there is no previous report' in first['previous_problem']
     assert first['diff']['before'] == '' and json.loads(first['diff']['after'])['generated_at'] == 'T1'
+    assert first['line'] == ('Fleet report: %s (written; 4 host(s); 0 change(s) since the previous report: %s; failed '
+                             'audits: hk1-a100-02/imagegen)' % (first['html'], first['previous_problem']))
+    # Read from hostvars, each host is what the same inputs give when handed over directly.
+    report_dir = tmp_path / 'report'
+    assert json.loads(first['diff']['after'])['hosts'] == build_report(copy.deepcopy(fleet[:4]))['hosts']
     assert (results['again']['changed'], results['again']['written']) == (False, [])
+    assert results['again']['line'].startswith('Fleet report: %s (unchanged; 4 host(s); ' % first['html'])
     third = results['third']
     assert third['changed'] is True and third['changes'] == 1 and third['previous'].endswith(PREVIOUS_NAME)
-    report_dir = tmp_path / 'report'
     assert json.loads((report_dir / PREVIOUS_NAME).read_text())['generated_at'] == 'T1'
     assert len(json.loads((report_dir / JSON_NAME).read_text())['hosts']) == 3
     assert (report_dir / HTML_NAME).read_text().count('<svg class="topology"') == 3
@@ -386,7 +486,19 @@ def test_the_action_writes_keeps_the_previous_and_changes_nothing_the_second_tim
     limited = results['limited']
     assert limited['changed'] is True and limited['changes'] == 0
     assert limited['hosts'] == 4 and limited['not_in_run'] == sorted(host['name'] for host in fleet[:4] if host is not fleet[1])
+    assert '; not in this run: %s; ' % ', '.join(limited['not_in_run']) in limited['line']
     assert (tmp_path / 'limited' / HTML_NAME).read_text().count('<svg class="topology"') == 4
+    # A host of the run that never reached the report failed in the stage it was in; the quarantine group counts.
+    lost = results['lost']
+    assert (lost['failed_hosts'], lost['quarantined_hosts']) == (['hk3-lost-01'], ['hk3-quarantined-01'])
+    found = dict((host['name'], host) for host in json.loads((tmp_path / 'lost' / JSON_NAME).read_text())['hosts'])
+    assert found['hk3-lost-01']['failure'] == ('lost or failed during the partition stage, so the report has only what '
+                                               'was read before')
+    assert found['hk3-quarantined-01']['failure'] == ('preflight stage (Check the host against its class): 3 GPUs, '
+                                                      'its class promises 4')
     assert results['unnamed']['failed'] is True
-    assert 'gpufleet.core.fleet_report: hosts entry 1 has no name' in results['unnamed']['msg']
+    assert results['unnamed']['msg'] == (
+        'gpufleet.core.fleet_report: hosts entry 1 is not a host name (hosts lists the inventory names of the hosts to '
+        'draw); hosts entry 2 is not a host name (hosts lists the inventory names of the hosts to draw); host nowhere '
+        'is not in the inventory; list the inventory names of the hosts to draw')
     assert not (tmp_path / 'bad').exists()
