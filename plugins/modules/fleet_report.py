@@ -24,8 +24,10 @@ description:
     C(fleet-report.previous.json) and the page says what changed against it (hosts, layouts, placements, audit
     results). When nothing has changed, no file is written.
   - A host without facts, GPUs, plan or audit, and a missing or corrupt previous report, never stop the report; the
-    page says what is missing. Only O(hosts) entries without a unique name are refused, before anything is written.
-  - This is an action plugin; nothing runs on a host. C(playbooks/report.yml) builds O(hosts) from the run's facts.
+    page says what is missing. Only O(hosts) entries that are not inventory host names, or name a host twice, are
+    refused, before anything is written.
+  - This is an action plugin; nothing runs on a host. It reads what the run found on each host of O(hosts) from
+    hostvars; C(playbooks/report.yml) gathers what is missing first.
 author:
   - gpufleet.core developers (@gpufleet)
 extends_documentation_fragment:
@@ -47,13 +49,17 @@ options:
     required: true
   hosts:
     description:
-      - One dict per host. C(name) (the inventory hostname) is required and unique; every other key may be missing
-        or null.
-      - C(dc), C(rack), C(class) are the host's labels; C(topology) its C(gpufleet_topology) fact; C(plan) the
-        gpu_services plan (the plan document, its JSON text, or the list P(gpufleet.core.place_services#filter)
-        returns); C(audit) the M(gpufleet.core.numa_audit) result; C(reserved_cpus) the CPUs no service gets;
-        C(failure) why the host failed in the run (a string, or a dict with C(stage), C(task) and C(reason));
-        C(quarantined) whether preflight quarantined it; C(problems) a list of what could not be read from it.
+      - The inventory names of the hosts to draw, each once. Each host's values are read from hostvars.
+      - Labels are C(gpufleet_dc), C(gpufleet_rack), and the class, the host's group in C(monitoring_class_groups)
+        (empty takes C(gpufleet_class_groups)) else its C(gpufleet_expected_gpus.model), as the monitoring targets
+        label it; reserved CPUs are C(gpu_services_reserved_cpus).
+      - The topology is its C(gpufleet_topology) fact; the plan the one the C(gpufleet.core.gpu_services) role made
+        in this run (C(__gpu_services_planned)), else the plan file C(playbooks/report.yml) read
+        (C(__gpufleet_report_plan)); the audit the site's verify stage's (C(__gpufleet_audit)), else the report's own
+        M(gpufleet.core.numa_audit) (C(__gpufleet_report_audit)).
+      - A host failed in the run by its C(_gpufleet_failure) (else C(_gpufleet_preflight_failure)), is quarantined
+        in the C(gpufleet_quarantine) group, and was lost in its stage (C(_gpufleet_stage)) when it never reached
+        the report (C(_gpufleet_report_reached)).
     type: list
     elements: raw
     required: true
@@ -83,22 +89,13 @@ EXAMPLES = r'''
 - name: Write the fleet report
   gpufleet.core.fleet_report:
     dest: "{{ playbook_dir }}/reports"
-    hosts:
-      - name: hk1-a100-01
-        dc: hk1
-        rack: hk1-a
-        class: a100_pcie_4x
-        topology: "{{ hostvars['hk1-a100-01']['ansible_facts']['gpufleet_topology'] }}"
-        plan: "{{ hostvars['hk1-a100-01']['__gpu_services_planned']['plan_json'] }}"
-        audit: "{{ hostvars['hk1-a100-01']['__gpufleet_audit'] }}"
-        reserved_cpus: "0,32"
-      - name: hk2-h100-02
-        failure: unreachable during preflight
+    hosts: "{{ ansible_play_hosts_all }}"
+    fleet: "{{ query('ansible.builtin.inventory_hostnames', 'fleet') }}"
   register: __report
 
 - name: Say where it is
   ansible.builtin.debug:
-    msg: "{{ __report.html }} ({{ __report.changes }} change(s) since the previous report)"
+    msg: "{{ __report.line }}"
 '''
 
 RETURN = r'''
@@ -159,4 +156,9 @@ not_in_run:
   type: list
   elements: str
   sample: [hk2-h100-01]
+line:
+  description: The report in one line, as the site playbook's summary prints it.
+  returned: success
+  type: str
+  sample: "Fleet report: /srv/reports/fleet-report.html (written; 5 host(s); 2 change(s) since the previous report; failed audits: none)"
 '''
