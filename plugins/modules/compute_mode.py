@@ -17,7 +17,7 @@ description:
   - Sets the compute mode of whole GPUs, named by UUID, through NVML.
   - V(exclusive_process) is what NVIDIA recommends for a GPU shared through an MPS control daemon;
     V(default) gives the GPU back to every process.
-  - The compute mode does not survive a reboot; the M(gpufleet.core.mps) role sets it again when its daemon starts.
+  - The compute mode does not survive a reboot; the P(gpufleet.core.mps#role) role sets it again when its daemon starts.
   - Every GPU is checked before any is changed. If NVML fails part-way, the module fails with C(changed=true),
     names the GPU that failed and those already changed, and returns them in RV(applied), RV(failed_on) and
     RV(not_run).

@@ -19,7 +19,7 @@ description:
   - The host's C(gpufleet_topology) fact is read from its facts as it is, not passed through templating, so planning
     a host costs about what a task that does nothing costs (see C(docs/benchmarks/service_plan.md)). Gather it first
     with M(gpufleet.core.topology_facts), or pass O(topology).
-  - The M(gpufleet.core.gpu_services) role plans with this action.
+  - The P(gpufleet.core.gpu_services#role) role plans with this action.
   - This is an action plugin; nothing runs on the host.
 author:
   - gpufleet.core developers (@gpufleet)
@@ -52,7 +52,7 @@ options:
       - A document of another version is not reused; every service is then placed afresh.
     type: raw
   mps_daemons:
-    description: The mps role's C(mps_daemons) list, or M(gpufleet.core.mps_plan)'s output; needed for MPS shares.
+    description: The mps role's C(mps_daemons) list, or P(gpufleet.core.mps_plan#filter)'s output; needed for MPS shares.
     type: list
     elements: raw
   topology:
