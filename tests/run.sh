@@ -69,8 +69,19 @@ stage_sanity() {
 }
 
 stage_lint() {
+  local failed=0
   link_collection
-  ANSIBLE_COLLECTIONS_PATH="$collections" .venv/bin/ansible-lint --profile production
+  ANSIBLE_COLLECTIONS_PATH="$collections" .venv/bin/ansible-lint --profile production || failed=1
+  # The plugins' and roles' docs as the docsite builds them: schemas, markup (a role is P(fqcn#role), a filter
+  # P(fqcn#filter)), every reference to this collection or ansible.builtin resolved, none to an unknown collection,
+  # and rstcheck on the generated RST. It calls ansible-doc, hence the venv first on PATH.
+  (cd "$collections/ansible_collections/gpufleet/core" && PATH="$repo/.venv/bin:$PATH" \
+     ANSIBLE_COLLECTIONS_PATH="$collections" antsibull-docs lint-collection-docs --plugin-docs \
+     --validate-collection-refs dependent --disallow-unknown-collection-refs .) || failed=1
+  # The changelog fragments (sections of changelogs/config.yaml, valid RST) and changelogs/changelog.yaml.
+  .venv/bin/antsibull-changelog lint || failed=1
+  .venv/bin/antsibull-changelog lint-changelog-yaml --strict changelogs/changelog.yaml || failed=1
+  return "$failed"
 }
 
 stage_galaxy() {
