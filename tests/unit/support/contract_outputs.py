@@ -112,7 +112,7 @@ def collect():
         HTML_NAME, JSON_NAME, PREVIOUS_NAME, plan_report)
     from ansible_collections.gpufleet.core.plugins.modules import numa_audit
     from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost
-    from ansible_collections.gpufleet.core.plugins.module_utils._helper_watchdog import WatchdogHost
+    from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_host import WatchdogHost
     from ansible_collections.gpufleet.core.plugins.module_utils._helper_watchdog import main as watchdog_main
     from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
     from ansible_collections.gpufleet.core.plugins.module_utils._plan import read_plan
