@@ -44,14 +44,14 @@ def rollout_plan(run_hosts, failures, domains, settings):
 
 
 def class_differences(topology, expected_gpus, expected_numa):
-    """How a host differs from the NUMA shape its hardware class promises, one sentence each."""
-    from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract, host_differences
+    """How a host differs from the GPUs and the NUMA shape its hardware class promises, one sentence each."""
+    from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import class_differences as differences, contract
     from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology, TopologyModelError
     promise, problems = contract(expected_gpus, expected_numa)
     if problems:
         raise AnsibleFilterError('gpufleet.core.class_differences: %s' % '; '.join(problems))
     try:
-        return host_differences(promise, Topology(topology))
+        return differences(promise, Topology(topology))
     except TopologyModelError as exc:
         raise AnsibleFilterError('gpufleet.core.class_differences: %s' % exc)
 

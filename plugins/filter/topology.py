@@ -29,6 +29,11 @@ def topology_after_mig(*args, **kwargs):
     return run(*args, **kwargs)
 
 
+def topology_summary(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._topology import topology_summary as run
+    return run(*args, **kwargs)
+
+
 class FilterModule:
     """CPU-list and topology filters."""
 
@@ -38,4 +43,5 @@ class FilterModule:
             'cpulist_compact': cpulist_compact,
             'gpu_numa_cpulist': gpu_numa_cpulist,
             'topology_after_mig': topology_after_mig,
+            'topology_summary': topology_summary,
         }

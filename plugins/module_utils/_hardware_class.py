@@ -223,6 +223,30 @@ def plan_problems(promise, services, mig_layouts, check_mig=True):
 # -- preflight: a host against its class ------------------------------------------------------------------------------
 
 
+def gpu_differences(promise, topology):
+    """How a host's GPUs (its _topology.Topology) differ from the count and model its class promises: [] or one
+    sentence with the fix."""
+    names, nvml_reason = topology.gpu_names()
+    if len(names) == promise['count'] and not (promise['model'] and any(name != promise['model'] for name in names)):
+        return []
+    return ['gpufleet_expected_gpus promises %d x %s, but the host has %d%s%s: move the host to the hardware-class '
+            'group that matches it, or find the missing GPU (nvidia-smi, dmesg)' % (
+                promise['count'], promise['model'] or 'any model', len(names),
+                ' (%s)' % ', '.join(names) if names else '',
+                ' on the PCI bus (NVML: %s)' % nvml_reason if nvml_reason else '')]
+
+
+def class_differences(promise, topology):
+    """How a host (its _topology.Topology) differs from the GPUs and the NUMA shape its class promises, one sentence
+    each, with the fix; [] when it keeps the promise."""
+    found = gpu_differences(promise, topology)
+    shape = host_differences(promise, topology)
+    if shape:
+        found.append("%s: fix the host's BIOS or cabling, or move it to the hardware-class group that matches it "
+                     "(gpufleet_expected_numa)" % '; '.join(shape))
+    return found
+
+
 def host_differences(promise, topology):
     """How a host (its _topology.Topology) differs from the NUMA shape its class promises, one sentence each."""
     found = []

@@ -16,7 +16,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, format_sorted, parse_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_sorted, parse_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, size_mb
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
@@ -308,20 +308,6 @@ def reserved_cpus(value):
     raise PlacementError('reserved_cpus must be a CPU list such as "0,48" or a list of CPU numbers, got %r' % (value,))
 
 
-def _offline_cpus(topology):
-    """The CPUs the fact says are offline (cpu.offline_cpulist, or version 1's cpu.offline); [] when it does not say."""
-    cpu = topology.fact.get('cpu')
-    if not isinstance(cpu, dict):
-        return []
-    offline = cpu.get('offline_cpulist', cpu.get('offline'))
-    if isinstance(offline, list):
-        return sorted(set(n for n in offline if _is_int(n) and n >= 0))
-    try:
-        return parse_cpulist(offline) if isinstance(offline, str) else []
-    except CpuListError:
-        return []
-
-
 def _cpus(cpus):
     """'CPU 5' or 'CPUs 5-6,9': sorted CPU numbers in the kernel's list form."""
     return '%s %s' % ('CPU' if len(cpus) == 1 else 'CPUs', format_sorted(cpus))
@@ -335,7 +321,7 @@ def check_reserved(topology, reserved):
     absent = [cpu for cpu in reserved if cpu not in topology.core_of]
     if not absent:
         return
-    offline = set(_offline_cpus(topology)).intersection(absent)
+    offline = set(topology.offline_cpus()).intersection(absent)
     missing = [cpu for cpu in absent if cpu not in offline]
     named = []
     if missing:

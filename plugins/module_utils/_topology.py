@@ -272,6 +272,41 @@ class Topology:
         """The nodes that can run CPU work (memory-only nodes left out)."""
         return [n for n in self.nodes if self.has_cpus(n)]
 
+    def offline_cpus(self):
+        """The CPUs the fact says are offline (cpu.offline_cpulist, or layout 1's cpu.offline); [] when it does not say."""
+        cpu = self.fact.get('cpu')
+        offline = cpu.get('offline_cpulist', cpu.get('offline')) if isinstance(cpu, dict) else None
+        if isinstance(offline, list):
+            return sorted(set(n for n in offline if _is_int(n) and n >= 0))
+        try:
+            return parse_cpulist(offline) if isinstance(offline, str) else []
+        except CpuListError:
+            return []
+
+    # -- what the roles format -------------------------------------------------------------------------------
+
+    def gpu_names(self):
+        """(product name of each GPU, why NVML could not be read or None): NVML's GPUs, else those on the PCI bus."""
+        nvml = self.fact.get('nvml') or {}
+        if nvml.get('available', True):
+            return [gpu.get('name', 'unknown') for gpu in self.gpus], None
+        pci = self.fact.get('pci') or {}
+        return [gpu.get('name', 'unknown') for gpu in pci.get('gpus') or []], nvml.get('reason') or 'not available'
+
+    def has_nvswitch(self):
+        """Whether the GPUs hang off NVSwitches (NVML's answer, or one seen on the PCI bus): fabric manager's case."""
+        return bool(self.fact.get('nvswitch')) or bool((self.fact.get('pci') or {}).get('nvswitches'))
+
+    def gpu_device_nodes(self):
+        """The character devices of the host's GPUs (/dev/nvidia0 ...), one per GPU."""
+        return ['/dev/nvidia%d' % number for number in range(len(self.gpus))]
+
+    def summary(self):
+        """What the roles format from the fact, read through the model (the topology_summary filter)."""
+        names, nvml_reason = self.gpu_names()
+        return {'gpu_names': names, 'nvml_reason': nvml_reason, 'nvswitch': self.has_nvswitch(),
+                'gpu_device_nodes': self.gpu_device_nodes()}
+
     # -- devices ---------------------------------------------------------------------------------------------
 
     def resolve(self, ref, names=False):

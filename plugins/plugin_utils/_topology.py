@@ -48,3 +48,9 @@ def topology_after_mig(topology, mig_gpus):
     """The fact as Topology.after_mig projects it: the planner and the service_plan action take a fact."""
     from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
     return _guarded('topology_after_mig', lambda: Topology(topology).after_mig(mig_gpus).fact)
+
+
+def topology_summary(topology):
+    """What the roles format from the fact (Topology.summary), read through the model."""
+    from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
+    return _guarded('topology_summary', lambda: Topology(topology).summary())

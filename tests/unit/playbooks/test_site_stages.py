@@ -176,7 +176,7 @@ def test_preflight_stops_every_host_when_one_fails_and_names_each_reason(tmp_pat
     assert ran.returncode != 0 and kept is None
     text = ran.stdout
     assert 'Preflight failed on 2 of 3 host(s), so no host was changed: ' in text
-    assert ('hk1-a100-02: The host has the NUMA shape its hardware class promises: the class promises 4 NUMA node(s) '
+    assert ('hk1-a100-02: The host has the GPUs and the NUMA shape its hardware class promises: the class promises 4 NUMA node(s) '
             'with CPUs and the host has ') in text
     assert 'hk1-a100-01: Apply the declared MIG layout: ' in text
     assert "no GPU matches 'GPU-00000000-dead-beef-0000-000000000000'" in text
@@ -192,7 +192,7 @@ def test_skip_failed_quarantines_the_failed_hosts_and_rolls_out_to_the_others(tm
     assert sorted(kept['quarantine']) == ['hk1-a100-01', 'hk1-a100-02']
     assert kept['rollout']['hosts'] == ['hk2-cpu-01'] and kept['rollout']['serial'] == [1]
     failures = kept['preflight']['failures']
-    assert failures['hk1-a100-01'].startswith('The host has the GPUs its hardware class promises: ')
+    assert failures['hk1-a100-01'].startswith('The host has the GPUs and the NUMA shape its hardware class promises: ')
     assert ('gpufleet_expected_gpus promises 8 x NVIDIA H100 80GB HBM3, but the host has 4 (NVIDIA A100 80GB PCIe, '
             'NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe, NVIDIA A100 80GB PCIe)') in failures['hk1-a100-01']
     assert 'the class promises 4 NUMA node(s)' in failures['hk1-a100-02']

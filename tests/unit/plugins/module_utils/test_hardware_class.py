@@ -105,3 +105,15 @@ def test_sub_numa_clustering_a_gpu_on_the_wrong_node_and_fewer_cpus_are_named():
                      'node 0, GPU-1 on node 0, GPU-2 on node 0, GPU-3 on node 1)']
     # A memory-only node (CXL, HBM) is not a node with CPUs.
     assert hc.host_differences(promise(), _host([range(0, 8), range(8, 16), []], [0, 0, 1, 1])) == []
+
+
+def test_a_host_missing_a_gpu_or_with_another_model_is_named_with_the_fix():
+    host = _host([range(0, 8), range(8, 16)], [0, 0, 1])
+    differences = hc.class_differences(promise(numa={}), host)
+    assert differences == ['gpufleet_expected_gpus promises 4 x %s, but the host has 3 (%s): move the host to the '
+                           'hardware-class group that matches it, or find the missing GPU (nvidia-smi, dmesg)'
+                           % (A100, ', '.join([A100] * 3))]
+    shape = hc.class_differences(promise(), _host([range(0, 4), range(4, 8), range(8, 12), range(12, 16)], [0, 1, 2, 3]))
+    assert len(shape) == 1 and shape[0].endswith(": fix the host's BIOS or cabling, or move it to the hardware-class "
+                                                 "group that matches it (gpufleet_expected_numa)")
+    assert hc.class_differences(promise(), _host([range(0, 8), range(8, 16)], [0, 0, 1, 1])) == []

@@ -155,3 +155,23 @@ def test_the_kept_indexes_are_bounded():
         Topology(topology(nodes=[node(0, range(cpus))]))
     assert len(_topology._CPU_INDEXES) <= _topology._CPU_INDEX_LIMIT
     assert Topology(topology(nodes=[node(0, range(3))])).cores == {0: [(0,), (1,), (2,)]}
+
+
+def test_the_summary_the_roles_format_is_read_through_the_model():
+    fact = _host()
+    summary = Topology(fact).summary()
+    assert summary == {'gpu_names': [A100, A100, H100], 'nvml_reason': None, 'nvswitch': False,
+                       'gpu_device_nodes': ['/dev/nvidia0', '/dev/nvidia1', '/dev/nvidia2']}
+    # Without NVML, the GPUs on the PCI bus are named, with why NVML was not read; an NVSwitch there needs fabric manager.
+    blind = dict(fact, gpus=[], nvml={'available': False, 'reason': 'libnvidia-ml.so.1 not found'},
+                 pci={'gpus': [{'name': A100}, {}], 'nvswitches': [{'bus_id': '0000:05:00.0'}]})
+    assert Topology(blind).summary() == {'gpu_names': [A100, 'unknown'], 'nvml_reason': 'libnvidia-ml.so.1 not found',
+                                         'nvswitch': True, 'gpu_device_nodes': []}
+
+
+@pytest.mark.parametrize('layout', [2, 1])
+def test_offline_cpus_are_read_in_either_layout(layout):
+    fact = dict(_host())
+    fact['cpu'] = dict(fact['cpu'], offline_cpulist='16-17')
+    fact = fact if layout == 2 else as_version_1(fact)
+    assert Topology(fact).offline_cpus() == [16, 17]
