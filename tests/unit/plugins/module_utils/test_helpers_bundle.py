@@ -64,7 +64,8 @@ def test_the_file_set_is_what_the_entry_point_imports(bundle):
 
 def test_the_helpers_are_in_it(bundle):
     names = set(zipfile.ZipFile(bundle['path']).namelist())
-    for helper in ('_helpers_main', '_helper_mig_apply', '_helper_compute_mode'):
+    for helper in ('_helpers_main', '_helper_mig_apply', '_helper_compute_mode', '_helper_watchdog',
+                   '_watchdog_check', '_watchdog_host'):
         assert '%s/%s.py' % (PACKAGE.replace('.', '/'), helper) in names
     assert '__main__.py' in names
 
@@ -107,6 +108,22 @@ def test_the_bundle_sets_a_compute_mode_with_a_plain_python(bundle, sim_host):
     assert (done.returncode, done.stdout) == (0, A100 + ': compute mode exclusive_process (was default)\n')
     refused = run_bundle(bundle, 'compute-mode', A100, 'exclusive_thread', **env)
     assert refused.returncode == 1 and refused.stderr.startswith('gpufleet-compute-mode: ')
+
+
+def test_the_bundle_runs_a_watchdog_check_with_a_plain_python(bundle, sim_host, tmp_path):
+    paths = sim_host('reference-a100')
+    plan = tmp_path / 'placement.json'
+    plan.write_text(json.dumps({'version': 1, 'services': []}))
+    config = tmp_path / 'watchdog.json'
+    config.write_text(json.dumps({'version': 1, 'plan_file': str(plan), 'state_file': str(tmp_path / 'state.json'),
+                                  'textfile_dir': str(tmp_path / 'textfile'), 'xid_event_wait_ms': 0}))
+    env = {'GPUFLEET_NVML_SIM_HOST': paths['host_file'], 'GPUFLEET_NVML_SIM_STATE': paths['state_file'],
+           'PATH': SIM_DIR + os.pathsep + os.environ.get('PATH', '/usr/bin:/bin')}
+    assert run_bundle(bundle, 'watchdog', '--check-config', str(config), **env).returncode == 0
+    done = run_bundle(bundle, 'watchdog', str(config), **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((tmp_path / 'state.json').read_text())['checks'] == 1
+    assert 'gpufleet_watchdog_plan_ok 1' in (tmp_path / 'textfile' / 'gpufleet_watchdog.prom').read_text().splitlines()
 
 
 def test_without_nvidia_ml_py_the_bundle_says_so(bundle):
