@@ -5,6 +5,7 @@ its journalctl stand-in, and systemd a double that records what the watchdog ask
 
 from __future__ import absolute_import, division, print_function
 
+import builtins
 import io
 import json
 import os
@@ -317,3 +318,20 @@ def test_a_prometheus_that_does_not_answer_leaves_the_quarantine_to_the_host(hos
     assert rc == 0 and lines[0].startswith('ACT quarantine')
     assert '(the fleet cap was not checked: Prometheus at http://127.0.0.1:9 did not answer: ' in lines[0]
     assert list(state(host)['quarantined']) == [GPU1]
+
+
+def test_a_check_reads_the_plan_once_and_measures_the_binding_from_its_entries(host, monkeypatch):
+    """The audit's services come from the Plan the check read (_numa_audit.plan_service), not from a second read."""
+    opened = []
+    real_open = builtins.open
+
+    def counting_open(path, *args, **kwargs):
+        if str(path) == host['config']['plan_file']:
+            opened.append(path)
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(builtins, 'open', counting_open)
+    simctl.set_process_memory(host['state_file'], PIDS['chat'], 70000)
+    rc, lines = check(host)
+    assert rc == 0 and len(opened) == 1
+    assert [line.split(':')[0] for line in lines] == ['ACT restart']
+    assert 'gpufleet_watchdog_service_remote_fraction{service="embed"} 0.0' in metrics(host)
