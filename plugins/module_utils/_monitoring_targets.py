@@ -102,7 +102,7 @@ def _memory_budget(services, settings):
     return float(min(found)) if found else float(default)
 
 
-def _class_groups(values, settings):
+def class_groups(values, settings):
     """(the hardware-class groups, the variable that gave them): monitoring_class_groups, else the host's
     gpufleet_class_groups."""
     mine = _setting(settings, 'monitoring_class_groups')
@@ -140,7 +140,7 @@ def _check(host, values, groups_of_host, gpu_hosts, settings, check_networks=Tru
     cidrs, cidrs_variable = _cidrs(values, settings)
     nets, cidr_problem = networks(cidrs_variable, cidrs) if cidrs != [] else ([], None)
     inside = [cidr for cidr in (cidrs if isinstance(cidrs, list) else []) if _usable_in(ip, cidr)]
-    classes_from, classes_variable = _class_groups(values, settings)
+    classes_from, classes_variable = class_groups(values, settings)
     classes = groups_matching(groups_of_host, classes_from)
     expected = values['gpufleet_expected_gpus'] if isinstance(values['gpufleet_expected_gpus'], dict) else {}
     model = expected.get('model') or ''

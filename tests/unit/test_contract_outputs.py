@@ -21,7 +21,24 @@ import pytest
 from .support.contract_outputs import FIXTURE, collect, read_fixture
 
 # name -> {'why': 'the fix, in words (issue/commit)', 'sha256': 'of the entry as the code now gives it'}
-EXPLAINED = {}
+EXPLAINED = {
+    'audit/bad-input': {
+        'why': 'numa_audit without services or plan_file audits the default plan file (_plan.PLAN_FILE) instead of '
+               'refusing, so the verify stage and the report no longer repeat the path (fb7aa4a)',
+        'sha256': '34e9ac9a02a6ae4cddd66926f2ad73d8232ee64f759ad8fd8c76622510771c4d'},
+    'audit/unreadable-plans': {
+        'why': 'a plan entry whose name is not a string ({"name": 7}) is refused by the one plan reader '
+               '(_plan.read_plan), instead of being audited as unit gpufleet-svc-7.service (fb7aa4a)',
+        'sha256': '81682a75cf7c0ff585dd8c0a4e3faade7adc6099bce21df7ee256646e6e0e35d'},
+    'report/bad-input/fleet-report.html': {
+        'why': "the report reads the plan and the fact through _plan.read_plan and _topology.Topology: their messages, "
+               "a plan with a nameless entry refused whole, and a fact the model refuses not drawn in part (so its "
+               "'unknown GPU' row is gone from the summary) (a173871)",
+        'sha256': '09181c484b54f212f352008762c36bf2477006c1172f4626b8553ced388a2d5a'},
+    'report/bad-input/fleet-report.json': {
+        'why': 'as the page: the plan and fact readers\' refusals (a173871)',
+        'sha256': '3a43a27dc1ed66dce386fd61f63a748e07c9486f8dc9fccfa598eedd09982bce'},
+}
 
 
 def sha256(text):

@@ -26,7 +26,7 @@ __metaclass__ = type
 import base64
 
 from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import hardware_class
-from ansible_collections.gpufleet.core.plugins.module_utils._monitoring_targets import _class_groups as class_groups
+from ansible_collections.gpufleet.core.plugins.module_utils._monitoring_targets import class_groups
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.model import FleetReportError
 
 QUARANTINE_GROUP = 'gpufleet_quarantine'
