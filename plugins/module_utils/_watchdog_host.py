@@ -28,7 +28,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._errors import Gpufl
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import GpuLostError, Nvml, NvmlError
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import FLEET_QUARANTINED_QUERY
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_xids import parse_kernel_xid
 
@@ -120,7 +120,7 @@ class WatchdogHost:
     @staticmethod
     def load_plan(path):
         """The placement plan (``_plan.Plan``), or PlanError naming the file and the fix."""
-        return load_plan(path)
+        return read_plan_file(path)
 
     def emit(self, line):
         self.out.write(line + '\n')
