@@ -204,4 +204,10 @@ plan_json:
   returned: success
   type: str
   sample: "{\n  \"services\": [],\n  \"version\": 1\n}"
+gpu_device_nodes:
+  description: The character devices of the host's GPUs, which the role's units allow (C(DeviceAllow=)).
+  returned: success
+  type: list
+  elements: str
+  sample: [/dev/nvidia0, /dev/nvidia1]
 '''

@@ -20,8 +20,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, plan_json
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import UNIT_PREFIX, PlanError, plan_json
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import service_units as join_units
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
 
 TOPOLOGY_NEEDED = "the input must be ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts"
 
@@ -39,7 +40,7 @@ def place_services(topology, services, reserved_cpus=None, previous=None, mps_da
         raise AnsibleFilterError('gpufleet.core.place_services: %s' % exc)
 
 
-def service_units(plan, services, unit_prefix='gpufleet-svc-', user_prefix='gpufleet-', container_runtime='podman'):
+def service_units(plan, services, unit_prefix=UNIT_PREFIX, user_prefix='gpufleet-', container_runtime='podman'):
     try:
         return join_units(plan, services, unit_prefix, user_prefix, container_runtime)
     except PlanError as exc:
@@ -63,8 +64,8 @@ def previous_plan(text, where):
 
 
 def plan_services(topology, services, reserved_cpus=None, previous=None, mps_daemons=None,
-                  unit_prefix='gpufleet-svc-', user_prefix='gpufleet-', container_runtime='podman'):
-    """place_services and service_units in one step: {'units', 'plan_json'}, or ServicePlanError.
+                  unit_prefix=UNIT_PREFIX, user_prefix='gpufleet-', container_runtime='podman'):
+    """place_services and service_units in one step: {'units', 'plan_json', 'gpu_device_nodes'}, or ServicePlanError.
 
     Each unit holds its placement. The plan document comes as the plan file's text, one string: ansible-core 2.19 and
     later convert every value of a task's result on its way from the worker to the main process, and the document
@@ -78,4 +79,6 @@ def plan_services(topology, services, reserved_cpus=None, previous=None, mps_dae
         joined = join_units(placements, services, unit_prefix, user_prefix, container_runtime)
     except (PlacementError, PlanError) as exc:
         raise ServicePlanError(str(exc))
-    return {'units': joined['units'], 'plan_json': plan_json(joined['plan'])}
+    # The units' DeviceAllow= lines: the host's GPU device nodes, read through the model (Topology caches the index).
+    return {'units': joined['units'], 'plan_json': plan_json(joined['plan']),
+            'gpu_device_nodes': Topology(topology).gpu_device_nodes()}

@@ -38,8 +38,9 @@ PLAN = {
     'environment': {'CUDA_VISIBLE_DEVICES': GPU1, 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'},
     'explanation': 'llm: GPU 1 on node 1; CPUs 2-3',
 }
-FACTS = {'getent_passwd': {'gpufleet-llm': ['x', '998', '997', '', '/nonexistent', '/usr/sbin/nologin']},
-         'gpufleet_topology': {'gpus': [{}, {}]}}
+FACTS = {'getent_passwd': {'gpufleet-llm': ['x', '998', '997', '', '/nonexistent', '/usr/sbin/nologin']}}
+# What the service_plan action returns beside the units (read through the topology model).
+PLANNED = {'gpu_device_nodes': ['/dev/nvidia0', '/dev/nvidia1']}
 
 
 def unit_text(render, mode, runtime='podman', systemd=252, spec=None, plan=None):
@@ -53,7 +54,7 @@ def unit_text(render, mode, runtime='podman', systemd=252, spec=None, plan=None)
     item = {'name': 'llm', 'stem': 'gpufleet-svc-llm', 'unit': 'gpufleet-svc-llm.service', 'mode': mode, 'state': 'started',
             'user': 'gpufleet-llm', 'dedicated_user': True, 'mps_user': None, 'placed_name': 'llm',
             'spec': spec, 'plan': dict(PLAN, **(plan or {}))}
-    role = render('gpu_services', facts=FACTS, item=item, gpu_services_container_runtime=runtime,
+    role = render('gpu_services', facts=FACTS, item=item, __gpu_services_planned=PLANNED, gpu_services_container_runtime=runtime,
                   gpu_services_services=[spec], _gpu_services_systemd_version=systemd,
                   _gpu_services_numa_directives=systemd >= 243)
     return role.template('gpufleet-svc.service.j2')
