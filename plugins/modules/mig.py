@@ -27,7 +27,7 @@ description:
     blocks the reset the driver attempts), it reports RV(reset_required) and the things known to block a reset;
     the instances are not created then, and are returned in RV(deferred), not in RV(operations); the first run
     after the reset or reboot creates them.
-  - Instances never survive a reboot, and on Hopper the MIG mode does not either; the M(gpufleet.core.mig)
+  - Instances never survive a reboot, and on Hopper the MIG mode does not either; the P(gpufleet.core.mig#role)
     role installs a boot unit that runs this module's logic again.
 author:
   - gpufleet.core developers (@gpufleet)
@@ -95,7 +95,7 @@ options:
         and the steps NVML may refuse run first. If processes still run there, that GPU is left exactly as it
         was and the run fails naming the PIDs; force is complete or a no-op per GPU.
       - A MIG mode change while processes run on the GPU waits for a GPU reset, which the driver refuses while
-        they run; they are reported in RV(reset_blockers), and the M(gpufleet.core.mig) role reboots instead of
+        they run; they are reported in RV(reset_blockers), and the P(gpufleet.core.mig#role) role reboots instead of
         attempting that reset.
     type: bool
     default: false
@@ -277,7 +277,7 @@ gpus:
       description:
         - The steps of this GPU's layout that wait for its MIG mode change, which waits for a GPU reset (Ampere, with
           the reset blocked); they were not run (in check mode, would not be). The first run after the reset or
-          reboot makes them; the M(gpufleet.core.mig) role runs it.
+          reboot makes them; the P(gpufleet.core.mig#role) role runs it.
         - Empty when nothing waits.
       type: list
       elements: str

@@ -21,7 +21,7 @@ description:
   - The active thread percentage limits the share of SMs a client may use, not its memory. The memory cap is
     the pinned device memory limit (C(set_default_device_pinned_mem_limit)).
   - Defaults apply to the next MPS server the daemon starts, and are lost when the daemon quits; the
-    M(gpufleet.core.mps) role's unit sets them each time it starts the daemon, and this module reports
+    P(gpufleet.core.mps#role) role's unit sets them each time it starts the daemon, and this module reports
     RV(restart_required) when a change waits for running servers to end.
   - O(state=absent) shuts the daemon down with C(quit).
 author:
@@ -55,7 +55,7 @@ options:
         C(CUDA_VISIBLE_DEVICES), or by C(GPU-)/C(MIG-) UUID."
       - Sizes need a unit (C(M), C(G); C(1.5G) is 1536 MiB); a bare number, a negative size or one under 1 MiB is
         refused.
-      - The same name as the M(gpufleet.core.mps) role's and the P(gpufleet.core.mps_plan#filter) filter's option.
+      - The same name as the P(gpufleet.core.mps#role) role's and the P(gpufleet.core.mps_plan#filter) filter's option.
         The old name O(default_pinned_mem_limits) still works and is deprecated.
     aliases: [default_pinned_mem_limits]
     type: raw
