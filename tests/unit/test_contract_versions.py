@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The two contracts' versions: in a scratch copy of the collection whose plan version and fact version are bumped,
 every reader of the plan file and of the topology fact refuses this release's documents, naming the version and the
-fix; and with this release's own versions, every reader accepts them (so the refusals come from the version alone).
+fix, while the plan's writer (the gpu_services role) places every service afresh and writes its own version; and with
+this release's own versions, every reader accepts them (so the refusals come from the version alone).
 
 The readers are listed in support/contract_readers.py; a new reader of the plan or the fact is added there.
 """
@@ -73,6 +74,8 @@ def test_every_reader_refuses_another_version_of_the_plan_and_the_fact(tmp_path,
     for reader, message in said['plan'].items():
         assert 'has version 1, but this release of gpufleet.core reads version 2' in message, (reader, message)
         assert 'apply the gpufleet.core.gpu_services role of this release to write it again' in message, (reader, message)
+    # The writer is the fix the readers name: it places every service afresh and writes the plan in its own version.
+    assert said['writer'] == 'places every service afresh'
     for reader, message in said['fact'].items():
         assert 'fact has layout version 2, but this release of gpufleet.core reads versions 3' in message, (reader, message)
         assert 'gather it again with gpufleet.core.topology_facts' in message, (reader, message)
@@ -81,4 +84,5 @@ def test_every_reader_refuses_another_version_of_the_plan_and_the_fact(tmp_path,
 def test_every_reader_accepts_this_release_s_own_documents(tmp_path, documents):
     said = readers_say(collection_copy(tmp_path, bumped=False), documents)
     assert said == {'plan': dict((reader, 'accepted') for reader in said['plan']),
-                    'fact': dict((reader, 'accepted') for reader in said['fact'])}, said
+                    'fact': dict((reader, 'accepted') for reader in said['fact']),
+                    'writer': 'keeps 1 placement(s)'}, said

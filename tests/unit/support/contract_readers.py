@@ -51,6 +51,16 @@ def plan_readers(path):
     }
 
 
+def plan_writer(path):
+    """What the plan's writer (the gpu_services role, through service_plan's ``previous``) makes of the plan file: it
+    does not refuse another version, which it is the fix for, but places every service afresh and writes its own."""
+    from ansible_collections.gpufleet.core.plugins.module_utils._plan import previous_entries
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import previous_plan
+    with open(path) as handle:
+        kept = previous_entries(previous_plan(handle.read(), path))
+    return 'keeps %d placement(s)' % len(kept) if kept else 'places every service afresh'
+
+
 def fact_readers(fact):
     from ansible_collections.gpufleet.core.plugins.filter.fleet import class_differences
     from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
@@ -83,7 +93,8 @@ def main(argv):
     plan_file, fact_file = argv[1:3]
     with open(fact_file) as handle:
         fact = json.load(handle)
-    print(json.dumps({'plan': plan_readers(plan_file), 'fact': fact_readers(fact)}, indent=2, sort_keys=True))
+    print(json.dumps({'plan': plan_readers(plan_file), 'fact': fact_readers(fact), 'writer': plan_writer(plan_file)},
+                     indent=2, sort_keys=True))
 
 
 if __name__ == '__main__':
