@@ -108,6 +108,7 @@ def check_nvidia_driver(values):
         check.add('nvidia_driver_module_signing_key is %s and nvidia_driver_module_signing_cert is %s; set both, the '
                   'machine owner key and its certificate, or neither' % (describe(key), describe(cert)))
     check.rule('nvidia_driver_efivars_dir', path_problem, example='/sys/firmware/efi/efivars')
+    check.rule('nvidia_driver_loaded_version_file', path_problem, example='/sys/module/nvidia/version')
     return check.problems
 
 

@@ -87,6 +87,8 @@ NVIDIA_DRIVER_CASES = [
     ('version of another branch', {'nvidia_driver_version': '580.95.05'}, ['nvidia_driver_version', '580.95.05']),
     ('version with a trailing line break', {'nvidia_driver_version': '570.133.20\n'},
      ['nvidia_driver_version', '570.133.20']),
+    ('loaded-version file as a relative path', {'nvidia_driver_loaded_version_file': 'sys/module/nvidia/version'},
+     ['nvidia_driver_loaded_version_file', 'sys/module/nvidia/version', 'absolute path']),
 ]
 
 CONTAINER_TOOLKIT_CASES = [
