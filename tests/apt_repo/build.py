@@ -90,6 +90,21 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'dcgm_exporte
     DCGM_EXPORTER = '#!/usr/bin/python3\n' + _standin.read()
 
 
+# The stand-in kernel module package's postinst. DKMS builds the module; loading it is the role's (modprobe on a host
+# with none loaded) or the next boot's. A lab host (tests/lab) has no nvidia module in its kernel: its stand-in for one,
+# /usr/local/lib/gpufleet-lab/nvidia-module, "loads" this version if none is loaded yet, as modprobe would; a loaded one
+# of another version stays until the next boot, where the lab's boot script loads the installed one. Elsewhere (the
+# molecule scenarios) it does nothing.
+MODULE_POSTINST = """#!/bin/sh
+set -e
+hook=/usr/local/lib/gpufleet-lab/nvidia-module
+if [ "$1" = configure ] && [ -x "$hook" ]; then
+  "$hook" installed UPSTREAM
+fi
+exit 0
+"""
+
+
 def unit(description, exec_start):
     return ('[Unit]\nDescription=%s (stand-in)\n\n[Service]\nExecStart=%s\n\n[Install]\nWantedBy=multi-user.target\n'
             % (description, exec_start), 0o644)
@@ -102,7 +117,8 @@ def driver_packages(work, arch):
         upstream = version.split('-', maxsplit=1)[0]
         for flavour in ('nvidia-kernel-open-dkms', 'nvidia-kernel-dkms'):
             debs.append(package(work, flavour, version, arch, '', {
-                '/usr/src/nvidia-%s/dkms.conf' % upstream: ('PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="%s"\n' % upstream, 0o644)}))
+                '/usr/src/nvidia-%s/dkms.conf' % upstream: ('PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="%s"\n' % upstream, 0o644)},
+                scripts={'postinst': MODULE_POSTINST.replace('UPSTREAM', upstream)}))
         debs.append(package(work, 'nvidia-smi', version, arch, '', {
             '/usr/bin/nvidia-smi': ('#!/bin/sh\necho "NVIDIA-SMI %s (stand-in)"\n' % upstream, 0o755)}))
         debs.append(package(work, 'nvidia-persistenced', version, arch, '', {
@@ -138,9 +154,14 @@ def run(*args, **kwargs):
     return subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs).stdout
 
 
-def package(workdir, name, version, arch, depends, files):
+def package(workdir, name, version, arch, depends, files, scripts=None):
+    """A .deb of FILES ({path: (content, mode)}) and maintainer SCRIPTS ({'postinst': text, ...})."""
     root = os.path.join(workdir, '%s_%s' % (name, version))
     os.makedirs(os.path.join(root, 'DEBIAN'))
+    for script, content in (scripts or {}).items():
+        with open(os.path.join(root, 'DEBIAN', script), 'w') as handle:
+            handle.write(content)
+        os.chmod(os.path.join(root, 'DEBIAN', script), 0o755)
     for path, (content, mode) in files.items():
         target = os.path.join(root, path.lstrip('/'))
         os.makedirs(os.path.dirname(target), exist_ok=True)
