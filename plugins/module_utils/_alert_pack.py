@@ -24,7 +24,9 @@ from ansible_collections.gpufleet.core.plugins.module_utils._values import and_l
 
 # Where a metric comes from.
 DCGM_EXPORTER = 'dcgm-exporter'  # a DCGM field the exporter serves when its counters CSV lists it
-NODE_TEXTFILE = 'node_exporter textfile'  # the gpu_watchdog role's textfile metric, through node_exporter
+# A metric the collection writes into node_exporter's textfile directory, served by its textfile collector: the
+# gpu_watchdog role's, and the site playbook's drain (gpufleet-drain.prom, written before a host's driver upgrade).
+NODE_TEXTFILE = 'node_exporter textfile'
 PROMETHEUS = 'Prometheus'  # Prometheus's own series for every scrape target
 
 SOURCES = {
@@ -37,6 +39,7 @@ SOURCES = {
     'DCGM_FI_DEV_POWER_USAGE': DCGM_EXPORTER,
     'DCGM_FI_DEV_ENFORCED_POWER_LIMIT': DCGM_EXPORTER,
     'gpufleet_watchdog_service_remote_fraction': NODE_TEXTFILE,
+    'gpufleet_host_drained': NODE_TEXTFILE,
     'up': PROMETHEUS,
 }
 
@@ -60,6 +63,8 @@ ALERTS = (
     ('GpuExporterDown', ('up',)),
     ('GpusMissing', ('DCGM_FI_DEV_GPU_TEMP', 'up')),
     ('GpuServiceBindingDrift', ('gpufleet_watchdog_service_remote_fraction',)),
+    # Planned maintenance: while it fires, Alertmanager holds back the host's other alerts.
+    ('GpuHostDrained', ('gpufleet_host_drained',)),
 )
 
 # The fields dcgm-exporter serves when it is given no counters of its own: the uncommented lines of its

@@ -22,9 +22,12 @@ TESTS = os.path.join(REPO, 'tests', 'promtool')
 INHIBIT = os.path.join(ROLES, 'monitoring', 'files', 'alertmanager-inhibit.yml')
 # NVIDIA's Xid catalog buckets, and what the pack does where no Xid applies.
 XID_ACTIONS = {'restart-application', 'reset-gpu', 'schedule-reset', 'reboot-host', 'drain-and-rma', 'fallen-off-bus'}
-OTHER_ACTIONS = {'investigate', 'check-cooling', 'check-power', 'restart-exporter', 'rebind-service'}
+OTHER_ACTIONS = {'investigate', 'check-cooling', 'check-power', 'restart-exporter', 'rebind-service',
+                 'wait-for-maintenance'}
 # Alerts about a host or a service rather than one GPU: no GPU UUID to name.
-HOST_LEVEL = {'GpuExporterDown', 'GpusMissing', 'GpuServiceBindingDrift'}
+HOST_LEVEL = {'GpuExporterDown', 'GpusMissing', 'GpuServiceBindingDrift', 'GpuHostDrained'}
+# Alerts that tell, and page nobody: planned maintenance.
+INFO = {'GpuHostDrained'}
 
 
 def load_pack(text=None):
@@ -74,7 +77,7 @@ def test_an_alert_without_a_test_is_caught():
 @pytest.mark.parametrize('rule', load_pack(), ids=lambda rule: rule['alert'])
 def test_every_alert_is_complete(rule):
     labels, annotations = rule.get('labels', {}), rule.get('annotations', {})
-    assert labels.get('severity') in ('warning', 'critical')
+    assert labels.get('severity') == 'info' if rule['alert'] in INFO else labels.get('severity') in ('warning', 'critical')
     assert labels.get('action') in XID_ACTIONS | OTHER_ACTIONS
     assert labels.get('pack') == 'gpufleet', 'the inhibit rule selects the pack by this label'
     assert annotations.get('summary')
@@ -105,12 +108,34 @@ def test_each_xid_alert_selects_its_bucket_of_the_xid_table():
     }
 
 
-def test_the_inhibit_rule_silences_the_hosts_other_gpu_alerts_on_xid_79():
+def load_inhibit():
     with open(INHIBIT) as handle:
-        rules = yaml.safe_load(handle)['inhibit_rules']
-    assert rules == [{
+        return yaml.safe_load(handle)['inhibit_rules']
+
+
+def test_the_inhibit_rule_silences_the_hosts_other_gpu_alerts_on_xid_79():
+    assert load_inhibit()[0] == {
         'source_matchers': ['alertname="GpuFallenOffBus"'],
-        'target_matchers': ['pack="gpufleet"', 'alertname!="GpuFallenOffBus"'],
+        'target_matchers': ['pack="gpufleet"', 'alertname!="GpuFallenOffBus"', 'alertname!="GpuHostDrained"'],
+        'equal': ['host'],
+    }
+    assert 'GpuFallenOffBus' in {rule['alert'] for rule in load_pack()}
+
+
+def test_a_drained_host_holds_back_its_other_alerts_and_stays_visible():
+    """Planned maintenance pages nobody: while GpuHostDrained fires for a host, every other alert of the pack for
+    that host is held back; no rule holds back GpuHostDrained itself."""
+    rules = load_inhibit()
+    assert rules[1:] == [{
+        'source_matchers': ['alertname="GpuHostDrained"'],
+        'target_matchers': ['pack="gpufleet"', 'alertname!="GpuHostDrained"'],
         'equal': ['host'],
     }]
-    assert 'GpuFallenOffBus' in {rule['alert'] for rule in load_pack()}
+    alerts = {rule['alert']: rule for rule in load_pack()}
+    assert alerts['GpuHostDrained']['labels']['severity'] == 'info'
+    for rule in rules:
+        assert 'alertname!="GpuHostDrained"' in rule['target_matchers']
+        # The source alert keeps the host label, or equal: [host] never matches.
+        source = rule['source_matchers'][0].split('"')[1]
+        kept = re.match(r'\s*max by \(([^)]*)\)', alerts[source]['expr']).group(1)
+        assert 'host' in [label.strip() for label in kept.split(',')]
