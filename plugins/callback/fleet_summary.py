@@ -69,9 +69,13 @@ class CallbackModule(CallbackBase):
             self.run.facts(host, facts)
         if data.get('add_group') == 'gpufleet_quarantine':
             self.run.quarantine(host)
+        if isinstance(data.get('gate'), dict):
+            self.run.gate(data['gate'])
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         host, data, task = _parts(result)
+        if isinstance(data.get('gate'), dict):
+            self.run.gate(data['gate'])  # a gate that stopped the rollout
         stage = _stage_of(task)
         # Preflight's checks are rescued and recorded with their reason; the gates ('Stop here ...') fail on the host
         # that runs them once, for the others.

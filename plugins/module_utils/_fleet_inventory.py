@@ -19,12 +19,12 @@ __metaclass__ = type
 
 import fnmatch
 import ipaddress
-import re
 
+from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import ROLLOUT_SETTINGS, check_rollout_settings
 from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     address, address_problem, and_list, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
-    shown, url_problem, whole_number)
+    shown, url_problem)
 
 PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
 DRIVERS_ROLES = ('nvidia_driver', 'container_toolkit', 'cuda')
@@ -33,15 +33,13 @@ STAGE_SWITCHES = ('gpufleet_drivers_enabled', 'gpufleet_exporter_enabled', 'gpuf
                   'gpufleet_monitoring_enabled', 'gpufleet_report_enabled')
 # The settings of the whole run: play keywords and fleet-wide switches, which must not differ between hosts.
 FLEET_SETTINGS = ('gpufleet_gpu_memory_budget_percent', 'gpufleet_gpu_memory_budgets', 'gpufleet_gpu_group',
-                  'gpufleet_required_groups', 'gpufleet_serial', 'gpufleet_batch_by',
-                  'gpufleet_max_fail_percentage', 'gpufleet_preflight_policy', 'gpufleet_drivers_roles',
+                  'gpufleet_required_groups', 'gpufleet_preflight_policy', 'gpufleet_drivers_roles',
                   'gpufleet_watchdog_max_quarantined', 'gpufleet_watchdog_prometheus_url', 'gpufleet_monitoring_group',
                   'gpufleet_class_groups', 'gpufleet_dc_groups', 'gpufleet_rack_groups',
-                  'gpufleet_verify_max_remote_fraction') + STAGE_SWITCHES
+                  'gpufleet_verify_max_remote_fraction') + STAGE_SWITCHES + ROLLOUT_SETTINGS
 # A host's own inventory values.
 HOST_VALUES = ('gpufleet_management_address', 'gpufleet_management_cidrs', 'gpufleet_dc', 'gpufleet_rack',
                'gpufleet_expected_gpus', 'gpufleet_expected_numa')
-_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 # The thresholds several roles share, each one knob of the site playbook, handed down to the roles that use it:
 # the role's variable -> the gpufleet variable it takes its value from.
 HANDED_DOWN = {
@@ -55,19 +53,6 @@ HANDED_DOWN = {
 
 
 # -- the run's settings -----------------------------------------------------------------------------------------
-
-
-def _serial_item(value):
-    """A batch size as Ansible's serial keyword takes it: a whole number of hosts (1 or more) or 'N%' (1-100)."""
-    parsed = percentage(value)
-    if parsed is None:
-        return None
-    number, percent = parsed
-    if number != int(number) or number < 1 or (percent and number > 100):
-        return None
-    if percent:
-        return '%d%%' % number
-    return int(number) if not isinstance(value, str) or value.strip().isdigit() else None
 
 
 def _group_list(variable, value, problems):
@@ -93,29 +78,7 @@ def check_settings(values, groups):
         settings[name] = boolean(values[name])
         if settings[name] is None:
             problems.append('%s is %s; give true or false' % (name, describe(values[name])))
-    serial = values['gpufleet_serial']
-    items = serial if isinstance(serial, list) else [serial]
-    normalised = [_serial_item(item) for item in items]
-    if not items or None in normalised:
-        problems.append('gpufleet_serial is %s; give the hosts per batch as a whole number of at least 1 (such as 5), '
-                        'a percentage from 1%% to 100%% as a string (such as "20%%"), or a list of those for growing '
-                        'batches (such as [1, "10%%", "100%%"])' % describe(serial))
-    settings['gpufleet_serial'] = normalised if isinstance(serial, list) else normalised[0]
-    batch_by = values['gpufleet_batch_by']
-    if batch_by is None:
-        batch_by = ''
-    if not isinstance(batch_by, str) or (batch_by and not _NAME.fullmatch(batch_by)):
-        problems.append("gpufleet_batch_by is %s; give the name of the host variable that names each host's failure "
-                        "domain, such as gpufleet_rack or gpufleet_dc, or '' to batch by gpufleet_serial"
-                        % describe(batch_by))
-    # A wrong setting is reported once, here: the hosts are then checked without it rather than each refused for it.
-    settings['gpufleet_batch_by'] = batch_by if isinstance(batch_by, str) and _NAME.fullmatch(batch_by) else ''
-    max_fail = whole_number(values['gpufleet_max_fail_percentage'])
-    if max_fail is None or not 0 <= max_fail <= 100:
-        problems.append('gpufleet_max_fail_percentage is %s; give a whole number from 0 to 100 (the share of a batch '
-                        'that may fail before the rollout stops; 0 stops it at the first failure)'
-                        % describe(values['gpufleet_max_fail_percentage']))
-    settings['gpufleet_max_fail_percentage'] = max_fail
+    settings.update(check_rollout_settings(values, problems))
     policy = values['gpufleet_preflight_policy']
     if policy not in PREFLIGHT_POLICIES:
         problems.append('gpufleet_preflight_policy is %s; give all_or_nothing (no host is changed unless every host '

@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The rollout, from the run's settings as the fleet model (_fleet_inventory.check_settings) normalised them: the
-hosts that passed preflight in batch order with the play's serial and failure limit, and the watchdog stage's
-fleet-wide quarantine cap and the Prometheus that counts quarantined hosts. The fleet model re-exports these, so its
-callers reach them as before. Pure code; a private module: its API may change without notice.
+"""The rollout: its settings (checked for the fleet model, _fleet_inventory.check_settings), the hosts that passed
+preflight in batch order with the canary first, the play's serial and failure limit, and the watchdog stage's
+fleet-wide quarantine cap and the Prometheus that counts quarantined hosts (which the health gate between batches
+asks too). Pure code; a private module: its API may change without notice.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,27 +15,105 @@ __metaclass__ = type
 
 import math
 
-from ansible_collections.gpufleet.core.plugins.module_utils._values import address
+import re
+
+from ansible_collections.gpufleet.core.plugins.module_utils._values import address, boolean, describe, percentage, whole_number
 
 PROMETHEUS_PORT = 9090
+ROLLOUT_SETTINGS = ('gpufleet_serial', 'gpufleet_batch_by', 'gpufleet_max_fail_percentage', 'gpufleet_canary',
+                    'gpufleet_health_gate_soak', 'gpufleet_health_gate_required')
+_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+# Longer than a day between batches is a typo (minutes meant as seconds the other way round is caught by nothing).
+MAX_SOAK_SECONDS = 86400
+
+
+def _serial_item(value):
+    """A batch size as Ansible's serial keyword takes it: a whole number of hosts (1 or more) or 'N%' (1-100)."""
+    parsed = percentage(value)
+    if parsed is None:
+        return None
+    number, percent = parsed
+    if number != int(number) or number < 1 or (percent and number > 100):
+        return None
+    if percent:
+        return '%d%%' % number
+    return int(number) if not isinstance(value, str) or value.strip().isdigit() else None
+
+
+def check_rollout_settings(values, problems):
+    """The rollout's settings (ROLLOUT_SETTINGS) normalised; each wrong one is added to ``problems`` with its fix."""
+    settings = {}
+    serial = values['gpufleet_serial']
+    items = serial if isinstance(serial, list) else [serial]
+    normalised = [_serial_item(item) for item in items]
+    if not items or None in normalised:
+        problems.append('gpufleet_serial is %s; give the hosts per batch as a whole number of at least 1 (such as 5), '
+                        'a percentage from 1%% to 100%% as a string (such as "20%%"), or a list of those for growing '
+                        'batches (such as [1, "10%%", "100%%"])' % describe(serial))
+    settings['gpufleet_serial'] = normalised if isinstance(serial, list) else normalised[0]
+    batch_by = values['gpufleet_batch_by']
+    if batch_by is None:
+        batch_by = ''
+    if not isinstance(batch_by, str) or (batch_by and not _NAME.fullmatch(batch_by)):
+        problems.append("gpufleet_batch_by is %s; give the name of the host variable that names each host's failure "
+                        "domain, such as gpufleet_rack or gpufleet_dc, or '' to batch by gpufleet_serial"
+                        % describe(batch_by))
+    # A wrong setting is reported once, here: the hosts are then checked without it rather than each refused for it.
+    settings['gpufleet_batch_by'] = batch_by if isinstance(batch_by, str) and _NAME.fullmatch(batch_by) else ''
+    max_fail = whole_number(values['gpufleet_max_fail_percentage'])
+    if max_fail is None or not 0 <= max_fail <= 100:
+        problems.append('gpufleet_max_fail_percentage is %s; give a whole number from 0 to 100 (the share of a batch '
+                        'that may fail before the rollout stops; 0 stops it at the first failure)'
+                        % describe(values['gpufleet_max_fail_percentage']))
+    settings['gpufleet_max_fail_percentage'] = max_fail
+    canary = whole_number(values['gpufleet_canary'])
+    if canary is None or canary < 0:
+        problems.append('gpufleet_canary is %s; give the number of hosts of the first batch, the canary, as a whole '
+                        'number (such as 1), or 0 for no canary' % describe(values['gpufleet_canary']))
+    settings['gpufleet_canary'] = canary if canary is not None and canary >= 0 else 0
+    if settings['gpufleet_canary'] and max_fail == 100:
+        # A batch stops the play only above the limit: at 100 a canary that failed whole would let the next batch go.
+        problems.append('gpufleet_max_fail_percentage is 100 with a canary (gpufleet_canary %d): a canary that failed '
+                        'would not stop the rollout; give less than 100, or set gpufleet_canary to 0'
+                        % settings['gpufleet_canary'])
+    soak = whole_number(values['gpufleet_health_gate_soak'])
+    if soak is None or not 0 <= soak <= MAX_SOAK_SECONDS:
+        problems.append('gpufleet_health_gate_soak is %s; give the seconds to wait after each batch before asking '
+                        'Prometheus, as a whole number from 0 to %d (such as 60)'
+                        % (describe(values['gpufleet_health_gate_soak']), MAX_SOAK_SECONDS))
+    settings['gpufleet_health_gate_soak'] = soak if soak is not None and 0 <= soak <= MAX_SOAK_SECONDS else 0
+    required = boolean(values['gpufleet_health_gate_required'])
+    if required is None:
+        problems.append('gpufleet_health_gate_required is %s; give true (a batch whose health cannot be asked stops '
+                        'the rollout) or false' % describe(values['gpufleet_health_gate_required']))
+    settings['gpufleet_health_gate_required'] = bool(required)
+    return settings
 
 
 def rollout_plan(run_hosts, failed, domains, settings):
-    """The hosts that passed preflight in batch order, the play's serial and max_fail_percentage.
+    """The hosts that passed preflight in batch order, the play's serial and max_fail_percentage, and the canary.
 
-    With gpufleet_batch_by, each batch is one failure domain (``domains`` maps each host to its domain), the domains
-    in the sorted order of their names; otherwise gpufleet_serial's batches.
+    The first gpufleet_canary hosts of that order are a batch of their own, before any other. Then, with
+    gpufleet_batch_by, each batch is one failure domain (``domains`` maps each host to its domain), the domains in
+    the sorted order of their names; otherwise gpufleet_serial's batches.
     """
     passed = [host for host in run_hosts if host not in failed]
     batch_by = settings['gpufleet_batch_by']
     if batch_by:
         order = sorted(set(str(domains.get(host, '')) for host in passed))
         ordered = [host for domain in order for host in passed if str(domains.get(host, '')) == domain]
-        serial = [sum(1 for host in passed if str(domains.get(host, '')) == domain) for domain in order]
     else:
         ordered = passed
+    canary = ordered[:settings['gpufleet_canary']]
+    rest = ordered[len(canary):]
+    if batch_by:
+        serial = [count for count in (sum(1 for host in rest if str(domains.get(host, '')) == domain) for domain in order)
+                  if count]
+    else:
         serial = settings['gpufleet_serial']
-    return {'hosts': ordered, 'serial': serial, 'batch_by': batch_by,
+    if canary:
+        serial = [len(canary)] + (serial if isinstance(serial, list) else [serial])
+    return {'hosts': ordered, 'serial': serial or [1], 'batch_by': batch_by, 'canary': canary,
             'max_fail_percentage': settings['gpufleet_max_fail_percentage']}
 
 

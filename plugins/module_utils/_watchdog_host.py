@@ -21,14 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from http.client import HTTPConnection, HTTPException, HTTPSConnection
-from urllib.parse import urlencode, urlsplit
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import GpuLostError, Nvml, NvmlError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
+from ansible_collections.gpufleet.core.plugins.module_utils._prometheus import PrometheusError, query
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import FLEET_QUARANTINED_QUERY
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_xids import parse_kernel_xid
 
@@ -128,21 +127,12 @@ class WatchdogHost:
     @staticmethod
     def fleet_quarantined(url):
         """(how many hosts of the fleet are quarantined, None) from the Prometheus at url, or (None, why not)."""
-        # http.client, not ansible-core's open_url: this runs in the helper bundle, where ansible-core is absent.
         try:
-            parts = urlsplit(url)
-            connection = (HTTPSConnection if parts.scheme == 'https' else HTTPConnection)(parts.netloc, timeout=3)
-            try:
-                connection.request('GET', parts.path + '/api/v1/query?' + urlencode({'query': FLEET_QUARANTINED_QUERY}))
-                answer = connection.getresponse()
-                document = json.loads(answer.read().decode('utf-8'))
-            finally:
-                connection.close()
-            result = document['data']['result'] if document.get('status') == 'success' else None
-            if result is None:
-                return None, 'Prometheus at %s answered %s' % (url, document.get('error') or document.get('status'))
+            result = query(url, FLEET_QUARANTINED_QUERY)
             return (int(float(result[0]['value'][1])) if result else 0), None
-        except (OSError, HTTPException, ValueError, KeyError, IndexError, TypeError) as exc:
+        except PrometheusError as exc:
+            return None, str(exc)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
             return None, 'Prometheus at %s did not answer: %s' % (url, exc)
 
     # systemd ------------------------------------------------------------------------------------------------

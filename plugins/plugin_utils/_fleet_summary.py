@@ -45,6 +45,7 @@ class FleetRun:
         self.monitoring = {}  # monitoring host -> its Prometheus report (the monitoring role's)
         self.report = None  # the report stage's line: where the page is
         self.fleet_problems = []  # the validate stage's problems of the fleet as a whole (no host's)
+        self.gates = {}  # batch number -> the health gate's line after it
 
     def facts(self, host, facts):
         """A task's ansible_facts for HOST (delegated facts of localhost included)."""
@@ -70,6 +71,11 @@ class FleetRun:
             self.monitoring[host] = facts['_gpufleet_monitoring']
         if isinstance(facts.get('_gpufleet_report'), dict):
             self.report = _short(facts['_gpufleet_report'].get('line'), 1000)
+
+    def gate(self, found):
+        """A health gate's result (gpufleet.core.health_gate's ``gate``), passed or not."""
+        if isinstance(found.get('batch'), int):
+            self.gates[found['batch']] = _short(found.get('line'), 2000)
 
     def quarantine(self, host):
         self.quarantined.add(host)
@@ -146,4 +152,5 @@ class FleetRun:
             report = ['Fleet report: not written (its stage did not run: --tags left it out, or the run stopped first); '
                       'ansible-playbook gpufleet.core.report writes it']
         fleet = ['FLEET: %s' % problem for problem in self.fleet_problems]
-        return [line for _result, line in found.values()] + fleet + prometheus + report + [total]
+        gates = [self.gates[number] for number in sorted(self.gates)]
+        return [line for _result, line in found.values()] + gates + fleet + prometheus + report + [total]

@@ -117,7 +117,8 @@ def test_the_example_fleet_passes_validate_and_preflight_and_rolls_out_one_rack_
     # gpufleet_batch_by: gpufleet_rack in the example: one rack per batch, racks in the order of their names.
     assert kept['rollout']['batch_by'] == 'gpufleet_rack'
     assert kept['rollout']['hosts'] == ['hk1-a100-01', 'hk1-a100-02', 'hk2-cpu-01']
-    assert kept['rollout']['serial'] == [2, 1]
+    # The first host is the canary (gpufleet_canary: 1), a batch of its own; then what is left of each rack.
+    assert kept['rollout']['serial'] == [1, 1, 1] and kept['rollout']['canary'] == ['hk1-a100-01']
     assert kept['quarantine'] == []
 
 

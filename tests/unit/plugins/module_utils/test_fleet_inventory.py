@@ -22,7 +22,8 @@ DEFAULTS = {
     'gpufleet_watchdog_max_quarantined': '10%', 'gpufleet_watchdog_prometheus_url': '',
     'gpufleet_monitoring_group': 'monitoring', 'gpufleet_class_groups': [], 'gpufleet_dc_groups': [],
     'gpufleet_rack_groups': [], 'gpufleet_verify_max_remote_fraction': 0.02, 'gpufleet_gpu_memory_budget_percent': 85,
-    'gpufleet_gpu_memory_budgets': {},
+    'gpufleet_gpu_memory_budgets': {}, 'gpufleet_canary': 1, 'gpufleet_health_gate_soak': 60,
+    'gpufleet_health_gate_required': False,
 }
 DEFAULTS.update(dict((name, True) for name in fleet.STAGE_SWITCHES))
 
@@ -55,14 +56,35 @@ def test_the_watchdog_prometheus_is_the_setting_else_the_monitoring_hosts(url, h
 def test_batches_by_failure_domain_are_the_domains_in_name_order():
     plan = rollout.rollout_plan(['g3', 'g1', 'c1', 'g2', 'g4'], {'g4': 'lost'},
                               {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b', 'g4': 'hk2-b'},
-                              settings(gpufleet_batch_by='gpufleet_rack'))
-    assert plan == {'hosts': ['g1', 'g2', 'g3', 'c1'], 'serial': [2, 2], 'batch_by': 'gpufleet_rack',
+                              settings(gpufleet_batch_by='gpufleet_rack', gpufleet_canary=0))
+    assert plan == {'hosts': ['g1', 'g2', 'g3', 'c1'], 'serial': [2, 2], 'batch_by': 'gpufleet_rack', 'canary': [],
                     'max_fail_percentage': 0}
 
 
 def test_batches_by_serial_keep_the_run_order_and_the_normalised_serial():
-    plan = rollout.rollout_plan(['g1', 'g2'], {}, {}, settings(gpufleet_serial=[1, '50%'], gpufleet_max_fail_percentage='25'))
-    assert plan == {'hosts': ['g1', 'g2'], 'serial': [1, '50%'], 'batch_by': '', 'max_fail_percentage': 25}
+    plan = rollout.rollout_plan(['g1', 'g2'], {}, {}, settings(gpufleet_serial=[1, '50%'], gpufleet_max_fail_percentage='25',
+                                                               gpufleet_canary='0'))
+    assert plan == {'hosts': ['g1', 'g2'], 'serial': [1, '50%'], 'batch_by': '', 'canary': [], 'max_fail_percentage': 25}
+
+
+@pytest.mark.parametrize('changes, serial, canary', [
+    ({}, [1, '20%'], ['g1']),
+    ({'gpufleet_canary': 2, 'gpufleet_serial': [1, '50%']}, [2, 1, '50%'], ['g1', 'g2']),
+    ({'gpufleet_canary': 9, 'gpufleet_serial': 2}, [4, 2], ['g1', 'g2', 'g3', 'g4']),
+])
+def test_the_canary_is_a_batch_of_its_own_before_the_serial_batches(changes, serial, canary):
+    plan = rollout.rollout_plan(['g1', 'g2', 'g3', 'g4'], {}, {}, settings(**changes))
+    assert (plan['hosts'], plan['serial'], plan['canary']) == (['g1', 'g2', 'g3', 'g4'], serial, canary)
+
+
+def test_the_canary_comes_from_the_first_failure_domain_and_leaves_its_batch_smaller():
+    plan = rollout.rollout_plan(['g3', 'g1', 'c1', 'g2'], {}, {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b'},
+                                settings(gpufleet_batch_by='gpufleet_rack'))
+    assert (plan['hosts'], plan['serial'], plan['canary']) == (['g1', 'g2', 'g3', 'c1'], [1, 1, 2], ['g1'])
+    # A domain the canary took whole is no batch of its own.
+    plan = rollout.rollout_plan(['g3', 'g1', 'c1', 'g2'], {}, {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b'},
+                                settings(gpufleet_batch_by='gpufleet_rack', gpufleet_canary=2))
+    assert (plan['serial'], plan['canary']) == ([2, 2], ['g1', 'g2'])
 
 
 @pytest.mark.parametrize('name, value, words', [
@@ -70,6 +92,11 @@ def test_batches_by_serial_keep_the_run_order_and_the_normalised_serial():
     ('gpufleet_serial', '0%', '"0%"'),
     ('gpufleet_serial', 0, 'the integer 0'),
     ('gpufleet_max_fail_percentage', 120, 'the integer 120'),
+    ('gpufleet_canary', -1, 'the integer -1'),
+    ('gpufleet_canary', 'one', '"one"'),
+    ('gpufleet_health_gate_soak', '5m', '"5m"'),
+    ('gpufleet_health_gate_soak', 86401, 'the integer 86401'),
+    ('gpufleet_health_gate_required', 'maybe', '"maybe"'),
     ('gpufleet_preflight_policy', 'skip-failed', '"skip-failed"'),
     ('gpufleet_watchdog_max_quarantined', '101%', '"101%"'),
     ('gpufleet_drivers_enabled', 'maybe', 'the string "maybe"'),

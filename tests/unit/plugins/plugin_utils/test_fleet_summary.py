@@ -105,3 +105,16 @@ def test_a_run_stopped_before_the_rollout_has_no_report_line():
 def test_no_prometheus_line_without_a_report():
     lines = _run().lines()
     assert not [line for line in lines if 'Prometheus' in line]
+
+
+def test_the_health_gates_follow_the_hosts_in_batch_order_each_once():
+    run = _run()
+    stopped = {'batch': 2, 'line': 'Health gate after batch 2 (a2, a3): STOPPED the rollout: GpuFallenOffBus on a2 firing.'}
+    run.gate(stopped)
+    run.gate({'batch': 1, 'line': 'Health gate after batch 1, the canary (a1): passed: no alert of the pack firing'})
+    run.gate(stopped)  # a failed run_once task is reported for each host of the batch
+    run.gate({'line': 'not a gate'})
+    lines = run.lines()
+    first = lines.index('Health gate after batch 1, the canary (a1): passed: no alert of the pack firing')
+    assert lines[first + 1] == stopped['line'] and lines[first - 1].startswith('a7: ')
+    assert sum(1 for line in lines if line.startswith('Health gate')) == 2
