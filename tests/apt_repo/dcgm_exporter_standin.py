@@ -10,7 +10,8 @@ On a host whose GPUs are the NVML simulator's (a lab host: /etc/gpufleet-nvml-si
 simulator's files, as DCGM reads the driver: one series per GPU with dcgm-exporter's labels (gpu, UUID, pci_bus_id,
 device, modelName, Hostname); frame buffer used and free from the processes' memory (simctl set-process-memory); the
 last Xid and, as DCGM_EXP_XID_ERRORS_COUNT{xid=...}, how many of each Xid the driver logged in the last 5 minutes
-(simctl inject-xid, lose-gpu). Counters the simulator has no value for read 0. Without the simulator: one series,
+(simctl inject-xid, lose-gpu); DCGM_FI_DEV_ROW_REMAP_FAILURE from the GPU's `row_remap_failure` in the state (a
+test sets it, as a GPU that ran out of spare rows). Counters the simulator has no value for read 0. Without the simulator: one series,
 gpu="0", at 0. Only files are read: the exporter runs unprivileged on a read-only system (ProtectSystem=strict).
 """
 import argparse
@@ -90,7 +91,9 @@ def gpus():
                   'device': 'nvidia%d' % index, 'modelName': model.get('name', gpu['model']),
                   'Hostname': socket.gethostname()}
         values = {'DCGM_FI_DEV_FB_USED': used, 'DCGM_FI_DEV_FB_FREE': total - used,
-                  'DCGM_FI_DEV_XID_ERRORS': own[-1]['xid'] if own else 0}
+                  'DCGM_FI_DEV_XID_ERRORS': own[-1]['xid'] if own else 0,
+                  'DCGM_FI_DEV_ROW_REMAP_FAILURE': 1 if (state.get('gpus', {}).get(gpu['uuid']) or {}).get(
+                      'row_remap_failure') else 0}
         found.append((labels, values, counts))
     return found
 

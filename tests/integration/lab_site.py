@@ -4,7 +4,7 @@
 
 usage: .venv/bin/python tests/integration/lab_site.py [STEP...]   (tests/integration/lab_site.sh sets it up)
 
-Steps, in order (each one starts from where the previous one left the lab):
+Steps, in order (each one starts from where the previous one left the lab; each step's time is printed):
   refused      one host's layout cannot fit its GPUs: the run stops in preflight naming it, and no host is changed
   quarantine   the same with gpufleet_preflight_policy=skip_failed: the others converge, that one is quarantined
   again        the whole fleet once more, the quarantined host fixed: it converges, every other host reports
@@ -19,10 +19,23 @@ Steps, in order (each one starts from where the previous one left the lab):
   report       a service's binding broken by hand, then the report playbook alone: the page shows that audit failed and
                the change since make site's report, draws each host's GPUs, MIG instances and services as the host has
                them, and passes the Chromium checks (tests/integration/report_chromium.py)
+  upgrade      the fleet's driver from 570.133.20 to 570.148.08, a canary host first and then two hosts a batch, each
+               batch through the health gate: the canary's packages change first, each GPU host is drained and
+               rebooted once into the new module, its MIG layout and services come back and its audit passes, a
+               probe never sees hosts of two batches out at once; a second run on that version changes nothing
+  upgrade_fault
+               back to 570.133.20 (a downgrade takes the same path) with a fault on the canary during its health
+               gate's soak (a GPU's row remapping fails): the run stops after the canary's batch naming the host and
+               the alert, and no other host is touched; the fault is then cleared
+  rollback     the rest of the fleet back to 570.133.20 the same way: every host converged, its audit passed
   faults       faults injected on single hosts, handled by the watchdog as docs/gpu_watchdog.md's table says: one
                service over its GPU memory budget is restarted alone, until the rate limit holds it; a GPU falls off
                the bus (Xid 79): quarantined once, never in a loop, and the pack's alert fires in Prometheus, where
                the watchdog's metrics are; no other service, host or GPU is touched
+
+The upgrade steps come before faults: faults' Xid 79 keeps GpuFallenOffBus firing for up to 10 minutes (5 minutes of
+dcgm-exporter's Xid window, then the rule's max_over_time), which a health gate would rightly count against the host.
+For the same reason upgrade_fault's fault is a failed row remap, whose alert fires and resolves within seconds.
 """
 
 from __future__ import print_function
@@ -57,8 +70,9 @@ BAD_LAYOUT = {'mig_layouts': [{'gpus': [2, 3], 'layout': ['3g.40gb', '3g.40gb', 
 # A host that differs from its class's NUMA shape (as one with Sub-NUMA Clustering on would): only preflight, which
 # reads the host, can tell.
 BAD_SHAPE = {'gpufleet_expected_numa': {'nodes': 4}}
-# Everything in one batch where a step does not test the batching: the two CPUs are the limit, not the hosts.
-ONE_BATCH = {'gpufleet_batch_by': '', 'gpufleet_serial': '100%'}
+# Everything in one batch, with no canary, where a step does not test the batching: the two CPUs are the limit, not
+# the hosts.
+ONE_BATCH = {'gpufleet_batch_by': '', 'gpufleet_serial': '100%', 'gpufleet_canary': 0}
 SERVICES = ['gpufleet-svc-llm.service', 'gpufleet-svc-imagegen.service']
 # The monitoring host (the first host without GPUs, as in the example fleet) and its Prometheus.
 MONITORING_HOST = 'hk2-cpu-01'
@@ -347,7 +361,8 @@ def step_lost():
     rc, output, recap, summary = site(ONE_BATCH, limit=lost, env={'ANSIBLE_CACHE_PLUGIN': 'memory'})
     check(rc == 0, 'the host that came back did not converge', output)
     others = ', '.join(sorted(host for host in HOSTS if host != lost))
-    check(summary == [line_of(summary, lost), report_line(summary), '1 host(s): 1 converged'],
+    check([line for line in summary if not line.startswith('Health gate after batch ')]
+          == [line_of(summary, lost), report_line(summary), '1 host(s): 1 converged'],
           'the limited run touched other hosts', output)
     # The fleet's other hosts stay on the page as the last report found them.
     check(report_line(summary).startswith('Fleet report: %s (written; 5 host(s); not in this run: %s; ' % (REPORT_HTML, others)),
@@ -575,7 +590,283 @@ def step_report():
     print('lab_site: report: %s drawn in Chromium; %s/%s shown as failed' % (', '.join(sorted(drawings)), host, service))
 
 
-STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'report', 'faults']
+# -- Day 2: rolling driver upgrades (issue 31) -------------------------------------------------------------------------
+
+# The stand-in driver's two versions (tests/apt_repo/build.py); the lab converges on the first.
+DRIVER_OLD, DRIVER_NEW = '570.133.20', '570.148.08'
+# The driver packages NVIDIA's repository for Debian has (fabric manager and NSCQ only where there are NVSwitches).
+DRIVER_PACKAGES = ['nvidia-driver', 'nvidia-kernel-open-dkms', 'nvidia-smi', 'nvidia-persistenced',
+                   'nvidia-fabricmanager-570', 'libnvidia-nscq-570']
+# The upgrade's rollout: a canary of one host, then two hosts a batch, in the inventory's order; each batch's health
+# gate asks Prometheus after a few seconds (the lab's Prometheus scrapes and evaluates every 5 s).
+SOAK = 3
+UPGRADE_ROLLOUT = {'gpufleet_serial': 2, 'gpufleet_batch_by': '', 'gpufleet_canary': 1,
+                   'gpufleet_health_gate_soak': SOAK}
+UPGRADE_BATCHES = [['hk1-a100-01'], ['hk1-a100-02', 'hk2-h100-01'], ['hk2-h200-01', 'hk2-cpu-01']]
+CANARY = UPGRADE_BATCHES[0][0]
+# Long enough for a fault injected as the soak starts to be scraped (5 s) and its alert evaluated (5 s), with room.
+FAULT_SOAK = 20
+# Where a lab host's stand-in driver says which module version is loaded (write_inventory.py's
+# nvidia_driver_loaded_version_file), and its boot id (the boot script's).
+LOADED_MODULE = '/run/gpufleet-lab/nvidia-module-version'
+BOOT_ID = '/run/gpufleet-lab/boot_id'
+DRAIN_FILE = '/var/lib/prometheus/node-exporter/gpufleet-drain.prom'
+INSTALL_TASK = 'gpufleet.core.apt_pinned : Install the exact versions'
+REBOOT_TASK = 'gpufleet.core.nvidia_driver : Reboot into the new driver'
+
+
+class RunWatch(object):
+    """Reads a run's output as it comes: the hosts each task changed, in the order Ansible reported them."""
+
+    def __init__(self, then=None):
+        self.task = ''
+        self.changed = {}
+        self.then = then
+
+    def __call__(self, line):
+        if line.startswith('TASK ['):
+            self.task = line[len('TASK ['):line.rfind(']')]
+        found = re.match(r'changed: \[([^\]\s]+)', line)
+        if found:
+            self.changed.setdefault(self.task, []).append(found.group(1))
+        if self.then:
+            self.then(line)
+
+
+def driver_state(host):
+    """What a GPU host runs: its driver packages' versions, the loaded module's version (the lab's stand-in for
+    /sys/module/nvidia/version), the driver version NVML reports, its boot id, MIG profiles per GPU, active units,
+    and whether it is drained."""
+    out = on_host(host, "dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\\n' %s 2>/dev/null; echo ---; "
+                        "/usr/bin/cat %s 2>/dev/null; echo ---; /usr/bin/cat %s; echo ---; "
+                        "python3 -c 'import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlSystemGetDriverVersion())'; "
+                        "echo ---; systemctl list-units --plain --no-legend --state=active 'gpufleet-svc-*' "
+                        "'gpufleet-mps*' gpufleet-dcgm-exporter.service gpufleet-watchdog.timer | awk '{print $1}'; "
+                        "echo ---; ls %s 2>/dev/null; true"
+                        % (' '.join(DRIVER_PACKAGES), LOADED_MODULE, BOOT_ID, DRAIN_FILE))
+    packages, loaded, boot, nvml, units, drained = out.split('---\n')
+    state = json.loads(on_host(host, 'cat %s' % SIM_STATE))
+    return {'packages': dict(line.split()[1:3] for line in packages.splitlines()
+                             if len(line.split()) == 3 and line.split()[0][1:] == 'i'),
+            'loaded': loaded.strip(), 'boot': boot.strip(), 'nvml': nvml.strip(), 'units': sorted(units.split()),
+            'drained': bool(drained.strip()),
+            'mig': dict((uuid, sorted(gi['profile_id'] for gi in gpu.get('gpu_instances', []))
+                         if gpu.get('mig_current') else None)
+                        for uuid, gpu in state['gpus'].items())}
+
+
+def on_version(state, version):
+    """Why a host's driver is not all at `version` (packages, the loaded module, NVML), or ''."""
+    wrong = dict((name, found) for name, found in state['packages'].items() if found != version + '-1')
+    problems = []
+    if not state['packages'] or wrong:
+        problems.append('packages %s' % (wrong or 'none installed'))
+    if state['loaded'] != version:
+        problems.append('loaded module %r' % state['loaded'])
+    if state['nvml'] != version:
+        problems.append('NVML reports %r' % state['nvml'])
+    return ', '.join(problems)
+
+
+class FleetProbe(threading.Thread):
+    """Every 0.5 s, each GPU host's boot id and whether all its GPU services are active (a host that is rebooting
+    answers nothing: no boot id, services down)."""
+
+    def __init__(self, services):
+        super(FleetProbe, self).__init__()
+        self.daemon = True
+        self.stopping = False
+        self.services = services
+        self.samples = []
+
+    def run(self):
+        while not self.stopping:
+            sample = {}
+            for host, units in sorted(self.services.items()):
+                out = on_host(host, 'echo boot=$(/usr/bin/cat %s); systemctl is-active %s'
+                              % (BOOT_ID, ' '.join(units)), check_rc=False).split()
+                boot = [word[len('boot='):] for word in out if word.startswith('boot=')]
+                sample[host] = (boot[0] if boot else '', out[1:] == ['active'] * len(units) and bool(boot))
+            self.samples.append((time.time(), sample))
+            time.sleep(0.5)
+
+    def stop(self):
+        self.stopping = True
+        self.join()
+
+
+def gate_lines(output):
+    """The summary's health-gate lines, one per batch gated."""
+    summary = output.split('FLEET SUMMARY', 1)[-1]
+    return [line.strip() for line in summary.splitlines() if line.startswith('Health gate after batch ')]
+
+
+def gated_batches(gates):
+    """[(the batch's hosts, 'passed', 'STOPPED' or 'not checked')] from the gate lines, in batch order."""
+    found = []
+    for line in gates:
+        match = re.match(r'Health gate after batch \d+(?:, the canary)? \(([^)]*)\): (passed|STOPPED|not checked)', line)
+        if match:
+            found.append((match.group(1).split(', '), match.group(2)))
+    return found
+
+
+def set_row_remap_failure(host, uuid, failed):
+    """The GPU runs out of spare rows (or is replaced): what dcgm-exporter reads as DCGM_FI_DEV_ROW_REMAP_FAILURE,
+    which fires GpuRowRemapFailure at the next evaluation and resolves at the first one after it is cleared."""
+    on_host(host, "python3 -c 'import sys; sys.path.insert(0, \"/opt/gpufleet-nvml-sim\"); import simctl; "
+                  "simctl._locked_update(\"%s\", lambda state: state[\"gpus\"][\"%s\"].__setitem__(\"row_remap_failure\", %s))'"
+                  % (SIM_STATE, uuid, 'True' if failed else 'False'))
+
+
+def firing(host=None):
+    """The alerts of the pack firing (for `host`), but the informational ones, as the health gate counts them."""
+    return sorted((alert['labels'].get('host'), alert['labels']['alertname'])
+                  for alert in prometheus('/api/v1/alerts')['alerts']
+                  if alert['state'] == 'firing' and alert['labels'].get('pack') == 'gpufleet'
+                  and alert['labels'].get('severity') != 'info' and (host is None or alert['labels'].get('host') == host))
+
+
+def step_upgrade():
+    before = dict((host, driver_state(host)) for host in GPU_HOSTS)
+    for host, state in before.items():
+        check(not on_version(state, DRIVER_OLD), '%s is not on driver %s before the upgrade: %s'
+              % (host, DRIVER_OLD, on_version(state, DRIVER_OLD)))
+    check(not firing(), 'alerts of the pack fire before the upgrade: %s' % firing())
+    services = dict((host, [unit for unit in before[host]['units'] if unit.startswith('gpufleet-svc-')])
+                    for host in GPU_HOSTS)
+    check(all(services.values()), 'a GPU host runs no service to watch: %s' % services)
+    probe = FleetProbe(services)
+    probe.start()
+    watch = RunWatch()
+    try:
+        rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_NEW), watch=watch)
+    finally:
+        probe.stop()
+    check(rc == 0, 'the upgrade failed', output)
+    for host in HOSTS:
+        check(line_of(summary, host).startswith(host + ': converged; audit passed'),
+              '%s did not converge with its audit passing after the upgrade' % host, output)
+    # The canary first: its packages changed before any other host's, each GPU host's once, and each rebooted once.
+    installs = watch.changed.get(INSTALL_TASK, [])
+    check(installs[:1] == [CANARY] and sorted(installs) == sorted(GPU_HOSTS),
+          'the driver packages did not change on the canary %s first, then once on each other GPU host: %s'
+          % (CANARY, installs), output)
+    reboots = watch.changed.get(REBOOT_TASK, [])
+    check(sorted(reboots) == sorted(GPU_HOSTS), 'each GPU host must reboot once into the new driver: %s' % reboots,
+          output)
+    after = dict((host, driver_state(host)) for host in GPU_HOSTS)
+    for host in GPU_HOSTS:
+        check(not on_version(after[host], DRIVER_NEW),
+              '%s after the upgrade: %s' % (host, on_version(after[host], DRIVER_NEW)))
+        seen = [sample[host][0] for _stamp, sample in probe.samples if sample[host][0]]
+        boots = [boot for index, boot in enumerate(seen) if index == 0 or boot != seen[index - 1]]
+        check(after[host]['boot'] != before[host]['boot'] and boots in ([before[host]['boot'], after[host]['boot']],
+                                                                        [after[host]['boot']]),
+              '%s was not rebooted exactly once: boot ids %s, seen by the probe in turn %s'
+              % (host, (before[host]['boot'], after[host]['boot']), boots))
+        check(after[host]['mig'] == before[host]['mig'], '%s: its MIG layout did not come back: %s, before %s'
+              % (host, after[host]['mig'], before[host]['mig']))
+        check(after[host]['units'] == before[host]['units'], '%s: its units did not all come back: %s, before %s'
+              % (host, after[host]['units'], before[host]['units']))
+        check(not after[host]['drained'], '%s is still drained: %s is there' % (host, DRAIN_FILE))
+    gates = gate_lines(output)
+    check(gated_batches(gates) == [(batch, 'passed') for batch in UPGRADE_BATCHES],
+          'the batches were not the canary, then two hosts each, every one through a passed health gate: %s' % gates,
+          output)
+    # At most one batch's hosts out at any time, and each host out at some time (the probe saw the drain).
+    batches = [set(batch) for batch in UPGRADE_BATCHES]
+    outs = [(stamp, sorted(host for host, (_boot, up) in sample.items() if not up)) for stamp, sample in probe.samples]
+    mixed = [(round(stamp - probe.samples[0][0], 1), down) for stamp, down in outs
+             if down and not any(set(down) <= batch for batch in batches)]
+    never = sorted(set(GPU_HOSTS) - set(host for _stamp, down in outs for host in down))
+    print('lab_site: upgrade: %d probes, %d with a host out, %d with hosts of two batches out; packages changed in '
+          'the order %s' % (len(outs), len([1 for _s, down in outs if down]), len(mixed), ', '.join(installs)))
+    check(len(outs) > 20, 'the probe ran too few times to tell')
+    check(not never, 'the probe never saw %s out: its services were not stopped' % never)
+    check(not mixed, 'hosts of more than one batch were out at once (seconds into the run, hosts out): %s' % mixed[:5])
+    # Once there, the same version again changes nothing.
+    rc, output, recap, summary = site(dict(ONE_BATCH, gpufleet_health_gate_soak=SOAK, nvidia_driver_version=DRIVER_NEW))
+    changed = dict((host, counts['changed']) for host, counts in recap.items() if host in HOSTS)
+    check(rc == 0 and sorted(changed) == sorted(HOSTS) and set(changed.values()) == {0},
+          'a second run on %s changed something: %s' % (DRIVER_NEW, changed), output)
+    check(all(driver_state(host)['boot'] == after[host]['boot'] for host in GPU_HOSTS),
+          'a second run on %s rebooted a host' % DRIVER_NEW)
+
+
+def step_upgrade_fault():
+    # Back to the first version (a downgrade takes the same path), with a fault on the canary during its health gate.
+    before = dict((host, driver_state(host)) for host in GPU_HOSTS)
+    for host, state in before.items():
+        check(not on_version(state, DRIVER_NEW), '%s is not on driver %s: %s (run step upgrade first)'
+              % (host, DRIVER_NEW, on_version(state, DRIVER_NEW)))
+    uuid = json.loads(on_host(CANARY, 'cat %s' % SIM_HOST))['gpus'][0]['uuid']
+    injected = []
+
+    def inject(line):
+        if not injected and line.startswith('TASK [') and 'health gate' in line.lower():
+            set_row_remap_failure(CANARY, uuid, True)
+            injected.append(line.strip())
+
+    watch = RunWatch(inject)
+    try:
+        rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, gpufleet_health_gate_soak=FAULT_SOAK,
+                                               nvidia_driver_version=DRIVER_OLD), watch=watch)
+    finally:
+        set_row_remap_failure(CANARY, uuid, False)
+    check(injected, 'no health gate started: the fault was not injected', output)
+    check(rc != 0, 'a fault on the canary during its health gate did not stop the run', output)
+    gates = gate_lines(output)
+    stopped = [line for line in summary if line.startswith('Health gate after batch 1, the canary (%s): STOPPED the '
+                                                           'rollout: ' % CANARY)]
+    check(stopped and 'GpuRowRemapFailure on %s' % CANARY in stopped[0],
+          'the summary does not say that the canary\'s gate stopped the rollout, naming the host and the alert: %s'
+          % gates, output)
+    check(not [line for line in gates if 'after batch 2' in line], 'a second batch was gated: %s' % gates, output)
+    installs = watch.changed.get(INSTALL_TASK, [])
+    check(installs == [CANARY], 'hosts besides the canary changed their packages: %s' % installs, output)
+    after = dict((host, driver_state(host)) for host in GPU_HOSTS)
+    check(not on_version(after[CANARY], DRIVER_OLD),
+          'the canary %s was not downgraded: %s' % (CANARY, on_version(after[CANARY], DRIVER_OLD)))
+    for host in GPU_HOSTS:
+        if host != CANARY:
+            check(not on_version(after[host], DRIVER_NEW) and after[host]['boot'] == before[host]['boot'],
+                  '%s was touched although the canary failed: %s, boot id %s' % (
+                      host, on_version(after[host], DRIVER_NEW) or 'on %s' % DRIVER_NEW,
+                      'changed' if after[host]['boot'] != before[host]['boot'] else 'the same'))
+    others = dict((host, counts['changed']) for host, counts in recap.items() if host in HOSTS and host != CANARY)
+    check(set(others.values()) <= {0}, 'hosts besides the canary report changes: %s' % others, output)
+    # The fault cleared: the alert resolves before the next step's gates ask.
+    until('GpuRowRemapFailure on %s resolved' % CANARY, lambda: not firing(CANARY), timeout=60)
+    print('lab_site: upgrade_fault: fault injected at "%s"' % injected[0])
+
+
+def step_rollback():
+    before = dict((host, driver_state(host)) for host in GPU_HOSTS)
+    behind = sorted(host for host in GPU_HOSTS if on_version(before[host], DRIVER_OLD))
+    watch = RunWatch()
+    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_OLD), watch=watch)
+    check(rc == 0, 'the rollback failed', output)
+    for host in HOSTS:
+        check(line_of(summary, host).startswith(host + ': converged; audit passed'),
+              '%s did not converge with its audit passing after the rollback' % host, output)
+    check(sorted(watch.changed.get(INSTALL_TASK, [])) == behind and sorted(watch.changed.get(REBOOT_TASK, [])) == behind,
+          'the packages changed, and hosts rebooted, elsewhere than on the hosts still on %s (%s): %s' % (
+              DRIVER_NEW, behind, dict((task, watch.changed.get(task)) for task in (INSTALL_TASK, REBOOT_TASK))), output)
+    gates = gate_lines(output)
+    check(gated_batches(gates) and set(verdict for _hosts, verdict in gated_batches(gates)) == {'passed'},
+          'not every batch passed its health gate: %s' % gates, output)
+    for host in GPU_HOSTS:
+        after = driver_state(host)
+        check(not on_version(after, DRIVER_OLD), '%s after the rollback: %s' % (host, on_version(after, DRIVER_OLD)))
+        check(after['mig'] == before[host]['mig'] and after['units'] == before[host]['units'] and not after['drained'],
+              '%s did not come back as it was: MIG %s, units %s, drained %s (before: %s, %s)' % (
+                  host, after['mig'], after['units'], after['drained'], before[host]['mig'], before[host]['units']))
+    print('lab_site: rollback: %s back on %s' % (', '.join(behind), DRIVER_OLD))
+
+
+STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'report', 'upgrade', 'upgrade_fault',
+         'rollback', 'faults']
 
 
 def main(argv):

@@ -160,6 +160,8 @@ def zz_lab_yml(repo_json, subnet):
         '# alert firing in seconds (30 s in the example fleet).',
         'monitoring_scrape_interval: 5s',
         'monitoring_evaluation_interval: 5s',
+        '# The health gate after each batch waits a few seconds, not a minute, before it asks that Prometheus.',
+        'gpufleet_health_gate_soak: 3',
     ]) + '\n'
 
 
