@@ -138,7 +138,7 @@ def undrain(host, units, textfile_dir, check_mode):
     started = []
     for unit in reversed(units):
         if '*' in unit or '?' in unit or '[' in unit:
-            raise DrainError('units: %s is a pattern; give the units the drain stopped (its "stopped" result)' % unit)
+            raise DrainError('units: %s is a pattern; give the units the drain stopped (its "units" result)' % unit)
         if not host.is_active(unit):
             if not check_mode:
                 host.start(unit)

@@ -120,9 +120,9 @@ ACCEPTED = [
     ('batches by data centre', [setvar(FLEET, 'gpufleet_batch_by', 'gpufleet_dc')]),
     ('max fail 100 without a canary', [setvar(FLEET, 'gpufleet_max_fail_percentage', 100),
                                        setvar(FLEET, 'gpufleet_canary', 0)]),
-    ('a canary of two hosts, a soak of 0 and a required gate', [setvar(FLEET, 'gpufleet_canary', 2),
-                                                                 setvar(FLEET, 'gpufleet_health_gate_soak', '0'),
-                                                                 setvar(FLEET, 'gpufleet_health_gate_required', 'yes')]),
+    ('a canary of two hosts, a soak of 0 and a required gate', [
+        setvar(FLEET, 'gpufleet_canary', 2), setvar(FLEET, 'gpufleet_health_gate_soak', '0'),
+        setvar(FLEET, 'gpufleet_health_gate_required', 'yes')]),
     ('max fail as a digit string', [setvar(FLEET, 'gpufleet_max_fail_percentage', '25')]),
     ('skip_failed policy', [setvar(FLEET, 'gpufleet_preflight_policy', 'skip_failed')]),
     ('a stage switched off with a yes', [setvar(FLEET, 'gpufleet_report_enabled', 'no')]),

@@ -55,8 +55,8 @@ def test_the_watchdog_prometheus_is_the_setting_else_the_monitoring_hosts(url, h
 
 def test_batches_by_failure_domain_are_the_domains_in_name_order():
     plan = rollout.rollout_plan(['g3', 'g1', 'c1', 'g2', 'g4'], {'g4': 'lost'},
-                              {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b', 'g4': 'hk2-b'},
-                              settings(gpufleet_batch_by='gpufleet_rack', gpufleet_canary=0))
+                                {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b', 'g4': 'hk2-b'},
+                                settings(gpufleet_batch_by='gpufleet_rack', gpufleet_canary=0))
     assert plan == {'hosts': ['g1', 'g2', 'g3', 'c1'], 'serial': [2, 2], 'batch_by': 'gpufleet_rack', 'canary': [],
                     'max_fail_percentage': 0}
 
