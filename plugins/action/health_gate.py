@@ -58,9 +58,11 @@ class ActionModule(ActionBase):
         elif not hosts:
             problem = 'no host of this batch got through'
         else:
-            if args['soak'] and not self._task.check_mode:
-                time.sleep(args['soak'])
             try:
+                # A Prometheus that is not there yet (the fleet's first run) is known at once, not after the soak.
+                query(args['prometheus_url'], 'vector(1)', timeout=5)
+                if args['soak'] and not self._task.check_mode:
+                    time.sleep(args['soak'])
                 firing = firing_alerts(query(args['prometheus_url'], alerts_query(hosts), timeout=10))
             except PrometheusError as exc:
                 problem = str(exc)
