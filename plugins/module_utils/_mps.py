@@ -37,7 +37,7 @@ DAEMON_KEYS = ('device', 'user', 'group', 'default_active_thread_percentage', 'd
 CLIENT_KEYS = ('name', 'user', 'active_thread_percentage', 'pinned_mem_limit')
 # The keys plan() adds to what it returns. plan() reads its own output as a declaration like any other: its limits in
 # MiB under the explicit *_mb keys, the rest found again on the host.
-_PLANNED_DAEMON_KEYS = ('gpu_uuid', 'mig_device', 'memory_mb', 'default_pinned_mem_limit_mb')
+_PLANNED_DAEMON_KEYS = ('gpu_uuid', 'mig_device', 'memory_mb', 'default_pinned_mem_limit_mb', 'control_commands')
 _PLANNED_CLIENT_KEYS = ('pinned_mem_limit_mb',)
 
 
@@ -158,8 +158,9 @@ class MpsDaemon:
     the daemon's default, else None). ``as_dict()`` is the form plan() and the mps_plan filter return.
     """
 
-    __slots__ = ('device', 'gpu_uuid', 'mig_device', 'user', 'pipe_directory', 'log_directory',
-                 'default_active_thread_percentage', 'default_pinned_mem_limit_mb', 'memory_mb', 'clients')
+    __slots__ = ('device', 'gpu_uuid', 'mig_device', 'user', 'group', 'pipe_directory', 'log_directory',
+                 'default_active_thread_percentage', 'default_pinned_mem_limit_mb', 'memory_mb', 'clients',
+                 'control_commands')
 
     def __init__(self, **fields):
         for name in self.__slots__:
@@ -176,6 +177,17 @@ class MpsDaemon:
 
     def client_environment(self, client_name):
         return client_environment(self.as_dict(), client_name)
+
+
+def control_commands(default_percentage, default_pinned_mb):
+    """What the daemon's unit tells nvidia-cuda-mps-control at every start (it forgets its defaults when it quits): the
+    SM share, and the pinned-memory cap in the form the daemon takes (device 0 is the only one it sees)."""
+    found = []
+    if default_percentage is not None:
+        found.append('set_default_active_thread_percentage %g' % default_percentage)
+    if default_pinned_mb:
+        found.append('set_default_device_pinned_mem_limit 0 %s' % mps_size(default_pinned_mb))
+    return found
 
 
 def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gpufleet-mps', time_slicing=()):
@@ -280,9 +292,10 @@ def _plan_daemon(devices, position, daemon, roots, taken, problems):
         problems.append('%s: clients must be a list of clients (dicts with name), got %r' % (where, given_clients))
         given_clients = []
     clients = _plan_clients(where, given_clients, user, default_pct, default_mb, capacity, problems)
-    return MpsDaemon(device=device, gpu_uuid=gpu['uuid'], mig_device=info['mig'], user=user, pipe_directory=pipe,
-                     log_directory=log_dir, default_active_thread_percentage=default_pct,
-                     default_pinned_mem_limit_mb=default_mb, memory_mb=capacity, clients=clients)
+    return MpsDaemon(device=device, gpu_uuid=gpu['uuid'], mig_device=info['mig'], user=user,
+                     group=daemon.get('group') or '', pipe_directory=pipe, log_directory=log_dir,
+                     default_active_thread_percentage=default_pct, default_pinned_mem_limit_mb=default_mb,
+                     memory_mb=capacity, clients=clients, control_commands=control_commands(default_pct, default_mb))
 
 
 def _plan_clients(where, given_clients, user, default_pct, default_mb, capacity, problems):

@@ -7,8 +7,10 @@ from __future__ import absolute_import, division, print_function
 import fnmatch
 
 from ansible_collections.gpufleet.core.plugins.module_utils._helpers_main import COMMANDS
+from ansible_collections.gpufleet.core.plugins.module_utils._mps import plan as mps_plan
 from ansible_collections.gpufleet.core.plugins.plugin_utils._helper_bundle import bundle_name
 
+from ..support.topology import gpu, node, topology
 from .conftest import role_yaml
 
 GPU0 = 'GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60'
@@ -33,13 +35,19 @@ def test_the_boot_unit_runs_mig_apply_from_the_bundle(render):
     assert 'mig-apply' in COMMANDS
 
 
-def test_a_whole_gpu_daemon_sets_its_compute_mode_with_the_bundle(render):
-    daemon = {'device': GPU0, 'user': 'infer', 'mig_device': None, 'default_active_thread_percentage': None,
-              'default_pinned_mem_limit_mb': 0}
-    dropin = render('mps', item=daemon, mps_daemons=[{'device': GPU0, 'user': 'infer'}]).template('dropin.conf.j2')
+def test_a_whole_gpu_daemon_sets_its_compute_mode_with_the_bundle_and_its_defaults_at_each_start(render):
+    declared = [{'device': GPU0, 'user': 'infer', 'group': 'video', 'default_active_thread_percentage': 50,
+                 'default_pinned_mem_limit': '20G'}]
+    daemon = mps_plan(topology([node(0, range(4))], [gpu(0, GPU0, bus='17')]), declared)[0]
+    dropin = render('mps', item=daemon, mps_daemons=declared).template('dropin.conf.j2')
     assert exec_lines(dropin, 'ExecStartPre') == [
         '+/usr/bin/python3 /usr/local/lib/gpufleet/gpufleet-helpers.pyz compute-mode %s exclusive_process' % GPU0]
     assert 'compute-mode' in COMMANDS
+    assert exec_lines(dropin, 'Group') == ['video']
+    # The SM share and the pinned-memory cap, in the forms nvidia-cuda-mps-control takes (_mps.control_commands).
+    assert exec_lines(dropin, 'ExecStartPost') == [
+        "/bin/sh -c 'echo set_default_active_thread_percentage 50 | /usr/bin/nvidia-cuda-mps-control'",
+        "/bin/sh -c 'echo set_default_device_pinned_mem_limit 0 20G | /usr/bin/nvidia-cuda-mps-control'"]
 
 
 def test_the_cleanup_finds_every_versioned_bundle_and_never_the_stable_path():
