@@ -17,7 +17,8 @@ sorted keys, the scratch directory written as <workdir>):
     watchdog/decide/... _watchdog.decide's decisions, new state, summary and journal lines (test_watchdog.py's)
 
 Every call into the collection goes through the import block at the top of ``collect()``: when a refactor moves a
-function, that block is the one place to change.
+function, that block is the one place to change. The fake hosts are copies of those test modules' fakes, not imports:
+a later change to a test's fake must not change what the fixture was recorded against.
 
 Regenerate the fixture (tests/unit/fixtures/contract_outputs.json.gz) from the code before a refactor, BASE:
 
