@@ -290,8 +290,10 @@ class Topology:
         nvml = self.fact.get('nvml') or {}
         if nvml.get('available', True):
             return [gpu.get('name', 'unknown') for gpu in self.gpus], None
+        # Without NVML only the bus says there are GPUs, not which model: each is named by its PCI address.
         pci = self.fact.get('pci') or {}
-        return [gpu.get('name', 'unknown') for gpu in pci.get('gpus') or []], nvml.get('reason') or 'not available'
+        return (['unknown model at %s' % address for address in pci.get('gpus') or []],
+                nvml.get('reason') or 'not available')
 
     def has_nvswitch(self):
         """Whether the GPUs hang off NVSwitches (NVML's answer, or one seen on the PCI bus): fabric manager's case."""

@@ -164,8 +164,9 @@ def test_the_summary_the_roles_format_is_read_through_the_model():
                        'gpu_device_nodes': ['/dev/nvidia0', '/dev/nvidia1', '/dev/nvidia2']}
     # Without NVML, the GPUs on the PCI bus are named, with why NVML was not read; an NVSwitch there needs fabric manager.
     blind = dict(fact, gpus=[], nvml={'available': False, 'reason': 'libnvidia-ml.so.1 not found'},
-                 pci={'gpus': [{'name': A100}, {}], 'nvswitches': [{'bus_id': '0000:05:00.0'}]})
-    assert Topology(blind).summary() == {'gpu_names': [A100, 'unknown'], 'nvml_reason': 'libnvidia-ml.so.1 not found',
+                 pci={'gpus': ['0000:17:00.0', '0000:65:00.0'], 'nvswitches': ['0000:05:00.0']})
+    assert Topology(blind).summary() == {'gpu_names': ['unknown model at 0000:17:00.0', 'unknown model at 0000:65:00.0'],
+                                         'nvml_reason': 'libnvidia-ml.so.1 not found',
                                          'nvswitch': True, 'gpu_device_nodes': []}
 
 
