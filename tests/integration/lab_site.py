@@ -597,12 +597,15 @@ DRIVER_OLD, DRIVER_NEW = '570.133.20', '570.148.08'
 # The driver packages NVIDIA's repository for Debian has (fabric manager and NSCQ only where there are NVSwitches).
 DRIVER_PACKAGES = ['nvidia-driver', 'nvidia-kernel-open-dkms', 'nvidia-smi', 'nvidia-persistenced',
                    'nvidia-fabricmanager-570', 'libnvidia-nscq-570']
-# The upgrade's rollout: a canary of one host, then two hosts a batch, in the inventory's order; each batch's health
-# gate asks Prometheus after a few seconds (the lab's Prometheus scrapes and evaluates every 5 s).
+# The upgrade's rollout: a canary of one host, then two hosts a batch, in the rollout's order; each batch's health
+# gate asks Prometheus after a few seconds (the lab's Prometheus scrapes and evaluates every 5 s). Limited to the GPU
+# hosts: the rollout's order starts with the fleet's CPU-only host, which has no driver to upgrade and would be the
+# canary otherwise.
 SOAK = 3
 UPGRADE_ROLLOUT = {'gpufleet_serial': 2, 'gpufleet_batch_by': '', 'gpufleet_canary': 1,
                    'gpufleet_health_gate_soak': SOAK}
-UPGRADE_BATCHES = [['hk1-a100-01'], ['hk1-a100-02', 'hk2-h100-01'], ['hk2-h200-01', 'hk2-cpu-01']]
+UPGRADE_LIMIT = 'gpu_hosts'
+UPGRADE_BATCHES = [['hk1-a100-01'], ['hk1-a100-02', 'hk2-h100-01'], ['hk2-h200-01']]
 CANARY = UPGRADE_BATCHES[0][0]
 # Long enough for a fault injected as the soak starts to be scraped (5 s) and its alert evaluated (5 s), with room.
 FAULT_SOAK = 20
@@ -740,11 +743,12 @@ def step_upgrade():
     probe.start()
     watch = RunWatch()
     try:
-        rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_NEW), watch=watch)
+        rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_NEW), limit=UPGRADE_LIMIT,
+                                          watch=watch)
     finally:
         probe.stop()
     check(rc == 0, 'the upgrade failed', output)
-    for host in HOSTS:
+    for host in GPU_HOSTS:
         check(line_of(summary, host).startswith(host + ': converged; audit passed'),
               '%s did not converge with its audit passing after the upgrade' % host, output)
     # The canary first: its packages changed before any other host's, each GPU host's once, and each rebooted once.
@@ -811,7 +815,7 @@ def step_upgrade_fault():
     watch = RunWatch(inject)
     try:
         rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, gpufleet_health_gate_soak=FAULT_SOAK,
-                                               nvidia_driver_version=DRIVER_OLD), watch=watch)
+                                               nvidia_driver_version=DRIVER_OLD), limit=UPGRADE_LIMIT, watch=watch)
     finally:
         set_row_remap_failure(CANARY, uuid, False)
     check(injected, 'no health gate started: the fault was not injected', output)
@@ -845,9 +849,10 @@ def step_rollback():
     before = dict((host, driver_state(host)) for host in GPU_HOSTS)
     behind = sorted(host for host in GPU_HOSTS if on_version(before[host], DRIVER_OLD))
     watch = RunWatch()
-    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_OLD), watch=watch)
+    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_OLD), limit=UPGRADE_LIMIT,
+                                      watch=watch)
     check(rc == 0, 'the rollback failed', output)
-    for host in HOSTS:
+    for host in GPU_HOSTS:
         check(line_of(summary, host).startswith(host + ': converged; audit passed'),
               '%s did not converge with its audit passing after the rollback' % host, output)
     check(sorted(watch.changed.get(INSTALL_TASK, [])) == behind and sorted(watch.changed.get(REBOOT_TASK, [])) == behind,
