@@ -32,15 +32,16 @@ def preflight_failures(run_hosts, alive_hosts, reasons):
     return failures
 
 
-def rollout_plan(run_hosts, failures, domains, settings):
+def rollout_plan(run_hosts, failures, domains, settings, gpu_hosts=None):
     """The hosts that passed preflight in batch order, with the play's serial and max_fail_percentage."""
     if not isinstance(run_hosts, list) or not isinstance(failures, dict) or not isinstance(settings, dict) \
-            or not isinstance(domains, list) or len(domains) != len(run_hosts):
+            or not isinstance(domains, list) or len(domains) != len(run_hosts) \
+            or not isinstance(gpu_hosts or [], list):
         raise AnsibleFilterError('gpufleet.core.rollout_plan: give ansible_play_hosts_all, the preflight failures, '
-                                 "each host's failure domain (one per host) and the validated settings "
-                                 "(hostvars['localhost']['_gpufleet_fleet']['settings'])")
+                                 "each host's failure domain (one per host), the validated settings "
+                                 "(hostvars['localhost']['_gpufleet_fleet']['settings']) and the GPU hosts")
     from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import rollout_plan as plan
-    return plan(run_hosts, failures, dict(zip(run_hosts, domains)), settings)
+    return plan(run_hosts, failures, dict(zip(run_hosts, domains)), settings, gpu_hosts or [])
 
 
 def class_differences(topology, expected_gpus, expected_numa):

@@ -90,12 +90,13 @@ def check_rollout_settings(values, problems):
     return settings
 
 
-def rollout_plan(run_hosts, failed, domains, settings):
+def rollout_plan(run_hosts, failed, domains, settings, gpu_hosts=()):
     """The hosts that passed preflight in batch order, the play's serial and max_fail_percentage, and the canary.
 
-    The first gpufleet_canary hosts of that order are a batch of their own, before any other. Then, with
-    gpufleet_batch_by, each batch is one failure domain (``domains`` maps each host to its domain), the domains in
-    the sorted order of their names; otherwise gpufleet_serial's batches.
+    The canary is the first gpufleet_canary GPU hosts (``gpu_hosts``) of that order, others only where there are too
+    few: a batch of its own, before any other, because a host without GPUs tries nothing of a driver change. Then,
+    with gpufleet_batch_by, each batch is one failure domain (``domains`` maps each host to its domain), the domains
+    in the sorted order of their names; otherwise gpufleet_serial's batches.
     """
     passed = [host for host in run_hosts if host not in failed]
     batch_by = settings['gpufleet_batch_by']
@@ -104,8 +105,11 @@ def rollout_plan(run_hosts, failed, domains, settings):
         ordered = [host for domain in order for host in passed if str(domains.get(host, '')) == domain]
     else:
         ordered = passed
-    canary = ordered[:settings['gpufleet_canary']]
-    rest = ordered[len(canary):]
+    with_gpus = set(gpu_hosts)
+    candidates = [host for host in ordered if host in with_gpus] + [host for host in ordered if host not in with_gpus]
+    canary = candidates[:settings['gpufleet_canary']]
+    rest = [host for host in ordered if host not in canary]
+    ordered = canary + rest
     if batch_by:
         serial = [count for count in (sum(1 for host in rest if str(domains.get(host, '')) == domain) for domain in order)
                   if count]

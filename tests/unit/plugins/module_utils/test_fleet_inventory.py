@@ -77,6 +77,13 @@ def test_the_canary_is_a_batch_of_its_own_before_the_serial_batches(changes, ser
     assert (plan['hosts'], plan['serial'], plan['canary']) == (['g1', 'g2', 'g3', 'g4'], serial, canary)
 
 
+def test_the_canary_is_the_first_gpu_hosts_of_the_order_others_only_when_there_are_too_few():
+    plan = rollout.rollout_plan(['c1', 'g1', 'c2', 'g2'], {}, {}, settings(gpufleet_serial=2), gpu_hosts=['g1', 'g2'])
+    assert (plan['hosts'], plan['serial'], plan['canary']) == (['g1', 'c1', 'c2', 'g2'], [1, 2], ['g1'])
+    plan = rollout.rollout_plan(['c1', 'g1', 'c2'], {}, {}, settings(gpufleet_canary=2), gpu_hosts=['g1'])
+    assert (plan['hosts'], plan['canary']) == (['g1', 'c1', 'c2'], ['g1', 'c1'])
+
+
 def test_the_canary_comes_from_the_first_failure_domain_and_leaves_its_batch_smaller():
     plan = rollout.rollout_plan(['g3', 'g1', 'c1', 'g2'], {}, {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b'},
                                 settings(gpufleet_batch_by='gpufleet_rack'))
