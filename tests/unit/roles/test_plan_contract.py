@@ -5,12 +5,16 @@
 
 from __future__ import absolute_import, division, print_function
 
+import os
+
 import yaml
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _plan
 from ansible_collections.gpufleet.core.plugins.modules import numa_audit, service_plan
 
 from .conftest import role_yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 
 
 def test_the_gpu_services_role_writes_the_plan_where_the_readers_look():
@@ -32,3 +36,9 @@ def test_an_entry_without_a_unit_runs_as_the_default_unit():
 
 def defaults_unit(name):
     return role_yaml('gpu_services', 'defaults/main.yml')['gpu_services_unit_prefix'] + name + '.service'
+
+
+def test_the_report_playbook_looks_for_the_plan_where_the_role_writes_it():
+    with open(os.path.join(REPO, 'playbooks', 'report.yml')) as handle:
+        play = yaml.safe_load(handle)[0]
+    assert play['vars']['_gpufleet_report_plan_file'] == "{{ gpu_services_plan_file | default('%s') }}" % _plan.PLAN_FILE
