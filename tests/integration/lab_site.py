@@ -672,8 +672,9 @@ def on_version(state, version):
 
 
 class FleetProbe(threading.Thread):
-    """Every 0.5 s, each GPU host's boot id and whether all its GPU services are active (a host that is rebooting
-    answers nothing: no boot id, services down)."""
+    """Every second or so, each GPU host's boot id and whether all its GPU services are active (a host that is
+    rebooting answers nothing: no boot id, services down). A host is out for several seconds, and batches minutes
+    apart: finer sampling would only slow the run it watches (four podman execs a sample)."""
 
     def __init__(self, services):
         super(FleetProbe, self).__init__()
@@ -691,7 +692,7 @@ class FleetProbe(threading.Thread):
                 boot = [word[len('boot='):] for word in out if word.startswith('boot=')]
                 sample[host] = (boot[0] if boot else '', out[1:] == ['active'] * len(units) and bool(boot))
             self.samples.append((time.time(), sample))
-            time.sleep(0.5)
+            time.sleep(1)
 
     def stop(self):
         self.stopping = True
