@@ -31,11 +31,27 @@ class DrainError(GpufleetError):
     """A unit could not be stopped or started, or the mark not written: the message names it."""
 
 
-def mark_text(reason):
-    """The mark's content: one sample of gpufleet_host_drained, with why the host is out."""
+_SAMPLE = re.compile(r'gpufleet_host_drained\{reason="(%s)"\} [01]' % _REASON.pattern)
+
+
+def mark_text(reason, drained=True):
+    """The mark's content: one sample of gpufleet_host_drained, 1 while the host is out (with why), 0 once it is back.
+
+    A given-back host keeps its mark at 0 rather than losing it: the alert reads the last sample, so a 0 resolves it
+    at the next scrape, where a removed file would leave the last sample at 1 until the alert's window ran out.
+    """
     return ('# HELP gpufleet_host_drained 1 while the site playbook has drained this host on purpose (gpufleet.core.drain).\n'
             '# TYPE gpufleet_host_drained gauge\n'
-            'gpufleet_host_drained{reason="%s"} 1\n' % reason)
+            'gpufleet_host_drained{reason="%s"} %d\n' % (reason, 1 if drained else 0))
+
+
+def marked_reason(text):
+    """The reason label of a mark's sample; None when the text has no sample of ours."""
+    for line in (text or '').splitlines():
+        match = _SAMPLE.fullmatch(line.strip())
+        if match:
+            return match.group(1)
+    return None
 
 
 def check_inputs(units, reason, textfile_dir):
@@ -101,14 +117,6 @@ class DrainHost:
         except (IOError, OSError) as exc:
             raise DrainError('cannot write the drain mark %s: %s' % (path, exc))
 
-    @staticmethod
-    def remove(path):
-        try:
-            os.remove(path)
-        except (IOError, OSError) as exc:
-            if os.path.exists(path):
-                raise DrainError('cannot remove the drain mark %s: %s' % (path, exc))
-
 
 def drain(host, units, reason, textfile_dir, check_mode):
     """Mark the host, then stop the active units that match each of ``units``, in that order.
@@ -130,8 +138,12 @@ def drain(host, units, reason, textfile_dir, check_mode):
     return bool(stopped) or before != after, stopped, (before, after)
 
 
-def undrain(host, units, textfile_dir, check_mode):
-    """Start the units (those a drain stopped) that are not active, in reverse order, then remove the mark.
+def undrain(host, units, reason, textfile_dir, check_mode):
+    """Start the units (those a drain stopped) that are not active, in reverse order, then set the mark to 0.
+
+    The mark keeps the reason it was written with (a change of label would be another series, and the old one's last
+    sample, 1, would keep the alert firing); ``reason`` is used only where the mark has no sample of ours. Without a
+    mark there is nothing to set: a host never drained gets no file.
 
     Returns (changed, started units, (mark before, mark after)).
     """
@@ -145,6 +157,7 @@ def undrain(host, units, textfile_dir, check_mode):
             started.append(unit)
     path = os.path.join(textfile_dir, MARK_FILE) if textfile_dir else None
     before = host.read(path) if path else None
-    if before is not None and not check_mode:
-        host.remove(path)
-    return bool(started) or before is not None, started, (before, None)
+    after = mark_text(marked_reason(before) or reason, drained=False) if before is not None else None
+    if before != after and not check_mode:
+        host.write(path, after)
+    return bool(started) or before != after, started, (before, after)

@@ -18,8 +18,9 @@ description:
     directory (the GPU alert pack's C(GpuHostDrained) alert reads it, and the pack's Alertmanager inhibit rule holds
     back the host's other alerts while it fires), then stops the active units that match each of O(units), in the
     order given - the site playbook gives the GPU services, the watchdog's timer, the MPS daemons and the exporter.
-  - V(undrained) starts each of O(units) that is not active, in the reverse order, then removes the mark. Give it
-    the units the drain stopped (RV(units)).
+  - V(undrained) starts each of O(units) that is not active, in the reverse order, then sets the mark to
+    C(gpufleet_host_drained{reason="..."} 0) (same reason), so that C(GpuHostDrained) resolves at the next scrape.
+    Without a mark it writes none. Give it the units the drain stopped (RV(units)).
   - Every input is checked before anything changes.
 author:
   - gpufleet.core developers (@gpufleet)
@@ -45,7 +46,9 @@ options:
     elements: str
     default: []
   reason:
-    description: Why the host is out, the mark's C(reason) label.
+    description:
+      - Why the host is out, the mark's C(reason) label.
+      - With V(undrained), used only where the mark has no sample to keep the reason of.
     type: str
     default: upgrade
   textfile_dir:
@@ -111,7 +114,8 @@ def main():
             changed, units, (before, after) = drain(host, params['units'], params['reason'], params['textfile_dir'],
                                                     module.check_mode)
         else:
-            changed, units, (before, after) = undrain(host, params['units'], params['textfile_dir'], module.check_mode)
+            changed, units, (before, after) = undrain(host, params['units'], params['reason'], params['textfile_dir'],
+                                                      module.check_mode)
     except DrainError as exc:
         module.fail_json(msg=str(exc))
     result = {'changed': changed, 'units': units,

@@ -68,22 +68,46 @@ def test_check_mode_says_what_it_would_stop_and_changes_nothing(tmp_path):
     assert systemd.active == {'gpufleet-svc-llm.service'} and os.listdir(str(tmp_path)) == []
 
 
-def test_undrain_starts_what_is_not_active_in_reverse_order_and_removes_the_mark(tmp_path):
+def test_undrain_starts_what_is_not_active_in_reverse_order_and_sets_the_mark_to_0(tmp_path):
     systemd = FakeSystemd(['gpufleet-svc-llm.service', 'gpufleet-dcgm-exporter.service'])
     drain(host_of(systemd), UNITS, 'upgrade', str(tmp_path), False)
     systemd.active.add('gpufleet-dcgm-exporter.service')  # a later stage started the exporter already
     systemd.calls = []
     changed, started, (before, after) = undrain(
-        host_of(systemd), ['gpufleet-svc-llm.service', 'gpufleet-dcgm-exporter.service'], str(tmp_path), False)
-    assert changed and started == ['gpufleet-svc-llm.service'] and before and after is None
+        host_of(systemd), ['gpufleet-svc-llm.service', 'gpufleet-dcgm-exporter.service'], 'upgrade', str(tmp_path),
+        False)
+    assert changed and started == ['gpufleet-svc-llm.service'] and 'gpufleet_host_drained{reason="upgrade"} 1\n' in before
+    # The series stays, at 0: the alert reads its last sample and resolves at the next scrape.
+    assert 'gpufleet_host_drained{reason="upgrade"} 0\n' in after == open(str(tmp_path / _drain.MARK_FILE)).read()
     assert [call[:2] for call in systemd.calls if call[0] == 'start'] == [('start', 'gpufleet-svc-llm.service')]
+    assert os.listdir(str(tmp_path)) == [_drain.MARK_FILE]
+    assert undrain(host_of(systemd), ['gpufleet-svc-llm.service'], 'upgrade', str(tmp_path), False)[:2] == (False, [])
+    # Drained again: the same series goes back to 1.
+    assert drain(host_of(systemd), [], 'upgrade', str(tmp_path), False)[0]
+    assert 'gpufleet_host_drained{reason="upgrade"} 1\n' in open(str(tmp_path / _drain.MARK_FILE)).read()
+
+
+def test_undrain_keeps_the_reason_the_mark_was_written_with(tmp_path):
+    drain(host_of(FakeSystemd([])), [], 'firmware', str(tmp_path), False)
+    changed, _started, (_before, after) = undrain(host_of(FakeSystemd([])), [], 'upgrade', str(tmp_path), False)
+    assert changed and 'gpufleet_host_drained{reason="firmware"} 0\n' in after
+
+
+def test_undrain_writes_no_mark_on_a_host_never_drained(tmp_path):
+    assert undrain(host_of(FakeSystemd([])), [], 'upgrade', str(tmp_path), False) == (False, [], (None, None))
     assert os.listdir(str(tmp_path)) == []
-    assert undrain(host_of(systemd), ['gpufleet-svc-llm.service'], str(tmp_path), False)[:2] == (False, [])
+
+
+def test_undrain_in_check_mode_changes_nothing(tmp_path):
+    drain(host_of(FakeSystemd([])), [], 'upgrade', str(tmp_path), False)
+    before = open(str(tmp_path / _drain.MARK_FILE)).read()
+    changed, _started, (_before, after) = undrain(host_of(FakeSystemd([])), [], 'upgrade', str(tmp_path), True)
+    assert changed and ' 0\n' in after and open(str(tmp_path / _drain.MARK_FILE)).read() == before
 
 
 def test_undrain_takes_unit_names_not_patterns(tmp_path):
     with pytest.raises(DrainError, match='gpufleet-svc-\\*.service is a pattern; give the units the drain stopped'):
-        undrain(host_of(FakeSystemd([])), ['gpufleet-svc-*.service'], str(tmp_path), False)
+        undrain(host_of(FakeSystemd([])), ['gpufleet-svc-*.service'], 'upgrade', str(tmp_path), False)
 
 
 def test_a_unit_that_will_not_stop_is_named(tmp_path):
