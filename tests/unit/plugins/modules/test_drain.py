@@ -78,7 +78,8 @@ def test_undrain_starts_what_is_not_active_in_reverse_order_and_sets_the_mark_to
         False)
     assert changed and started == ['gpufleet-svc-llm.service'] and 'gpufleet_host_drained{reason="upgrade"} 1\n' in before
     # The series stays, at 0: the alert reads its last sample and resolves at the next scrape.
-    assert 'gpufleet_host_drained{reason="upgrade"} 0\n' in after == open(str(tmp_path / _drain.MARK_FILE)).read()
+    assert 'gpufleet_host_drained{reason="upgrade"} 0\n' in after
+    assert after == open(str(tmp_path / _drain.MARK_FILE)).read()
     assert [call[:2] for call in systemd.calls if call[0] == 'start'] == [('start', 'gpufleet-svc-llm.service')]
     assert os.listdir(str(tmp_path)) == [_drain.MARK_FILE]
     assert undrain(host_of(systemd), ['gpufleet-svc-llm.service'], 'upgrade', str(tmp_path), False)[:2] == (False, [])
