@@ -653,14 +653,15 @@ def driver_state(host):
                         "python3 -c 'import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlSystemGetDriverVersion())'; "
                         "echo ---; systemctl list-units --plain --no-legend --state=active 'gpufleet-svc-*' "
                         "'gpufleet-mps*' gpufleet-dcgm-exporter.service gpufleet-watchdog.timer | awk '{print $1}'; "
-                        "echo ---; ls %s 2>/dev/null; true"
+                        "echo ---; grep -hs '^gpufleet_host_drained' %s; true"
                         % (' '.join(DRIVER_PACKAGES), LOADED_MODULE, BOOT_ID, DRAIN_FILE))
     packages, loaded, boot, nvml, units, drained = out.split('---\n')
     state = json.loads(on_host(host, 'cat %s' % SIM_STATE))
     return {'packages': dict(line.split()[1:3] for line in packages.splitlines()
                              if len(line.split()) == 3 and line.split()[0][1:] == 'i'),
             'loaded': loaded.strip(), 'boot': boot.strip(), 'nvml': nvml.strip(), 'units': sorted(units.split()),
-            'drained': bool(drained.strip()),
+            # The give-back leaves the mark at 0 (the alert reads its last sample): drained is a sample that is not 0.
+            'drained': [line for line in drained.splitlines() if line.split() and line.split()[-1] != '0'],
             'mig': dict((uuid, sorted(gi['profile_id'] for gi in gpu.get('gpu_instances', []))
                          if gpu.get('mig_current') else None)
                         for uuid, gpu in state['gpus'].items())}
@@ -790,7 +791,7 @@ def step_upgrade():
               'declared %s' % (host, after[host]['mig'], declared_mig(host, before[host])))
         check(after[host]['units'] == before[host]['units'], '%s: its units did not all come back: %s, before %s'
               % (host, after[host]['units'], before[host]['units']))
-        check(not after[host]['drained'], '%s is still drained: %s is there' % (host, DRAIN_FILE))
+        check(not after[host]['drained'], '%s is still drained: %s has %s' % (host, DRAIN_FILE, after[host]['drained']))
     gates = gate_lines(output)
     check(gated_batches(gates) == [(batch, 'passed') for batch in UPGRADE_BATCHES],
           'the batches were not the canary, then two hosts each, every one through a passed health gate: %s' % gates,
