@@ -34,7 +34,7 @@ class ActionModule(ActionBase):
         inventory = Inventory(task_vars or {}, self._templar)
 
         def problems_of(role, host):
-            given = inventory.hostvars[host]
+            given = inventory.variables_of(host)
             values = dict((name, inventory.value(host, name)) for name in role_options(role) if name in given)
             # The shared thresholds are what the site playbook hands the role (playbooks/fleet/rollout.yml).
             values.update((name, inventory.value(host, knob)) for name, knob in HANDED_DOWN.items()

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 import yaml
 from jinja2 import Environment, meta
@@ -30,6 +31,9 @@ except ImportError:  # older ansible-core renders any string
 
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _DEFAULTS = {}
+# "{{ name }}" and nothing else: a reference to one variable, such as the example's "{{ ansible_host }}".
+_REFERENCE = re.compile(r'\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}')
+_TEMPLATE_MARKS = ('{{', '{%', '{#')
 
 
 def role_defaults(role='gpufleet'):
@@ -58,6 +62,34 @@ def plain(value):
     return value
 
 
+class _NoFacts(dict):
+    """A fact cache that has no host: what a host's variables are from the inventory alone."""
+
+    def get(self, key, default=None):
+        return {}
+
+
+def inventory_reader(hostvars):
+    """A function from a host's name to its variables from the inventory alone, untemplated: hostvars' raw_get
+    without the fact cache. A previous run's cached facts are tens of kilobytes a host, which each read merges and
+    cleans: about 8 ms a host, 8 s for a 1,000-host fleet whose facts are cached (docs/fleet.md), and validate reads
+    the inventory, not facts. None where this ansible-core's hostvars have no variable manager to read through.
+    """
+    manager, hosts = getattr(hostvars, '_variable_manager', None), getattr(hostvars, '_inventory', None)
+    if manager is None or hosts is None or not hasattr(manager, '_fact_cache') or not hasattr(manager, '__dict__'):
+        return None
+    # The run's own variable manager, its fact cache aside; a copy of its attributes, so the run's is untouched
+    # (copy.copy would go through its __getstate__, which drops the loader).
+    factless = object.__new__(type(manager))
+    factless.__dict__.update(manager.__dict__)
+    factless._fact_cache = _NoFacts()
+
+    def read(name):
+        host = hosts.get_host(name)
+        return None if host is None else factless.get_vars(host=host, include_hostvars=False)
+    return read
+
+
 class Inventory:
     """The inventory as the run sees it: every host's variables through hostvars, and the groups."""
 
@@ -67,13 +99,46 @@ class Inventory:
         self.run_hosts = list(task_vars.get('ansible_play_hosts_all') or [])
         self.templar = templar
         self._groups_of = None
+        self._variables = {}
+        self._read_inventory = inventory_reader(self.hostvars)
+
+    def variables_of(self, host):
+        """The host's variables, as hostvars gives them (templated when read). Kept per host: each hostvars[host]
+        gathers the host's variables anew, cached facts included, which costs milliseconds a time."""
+        if host not in self._variables:
+            self._variables[host] = self.hostvars[host]
+        return self._variables[host]
 
     def value(self, host, name, default=None):
         """The host's value of a variable, else the gpufleet role's default, else ``default``."""
-        variables = self.hostvars[host]
+        variables = self.variables_of(host)
         if name in variables:
             return plain(variables[name])
         return plain(role_defaults().get(name, default))
+
+    def raw_value(self, host, name):
+        """The host's value of a variable as the template engine would give it, read without the engine where that
+        is exact: a value with no template in it as it is, a reference to one variable ("{{ ansible_host }}") as that
+        variable's value, in turn; anything else through hostvars. Read from the inventory alone (inventory_reader).
+        For reading one variable of every inventory host: the engine costs about a millisecond a host, which a
+        1,000-host inventory pays on every run (docs/fleet.md)."""
+        variables = self._read_inventory(host) if self._read_inventory else None
+        if not isinstance(variables, dict) and not hasattr(variables, 'items'):
+            return self.value(host, name)
+        given, seen = (variables[name] if name in variables else role_defaults().get(name)), set()
+        while isinstance(given, str):
+            reference = _REFERENCE.fullmatch(given.strip())
+            if reference is None:
+                if any(mark in given for mark in _TEMPLATE_MARKS):
+                    return self.value(host, name)
+                break
+            if reference.group(1) not in variables or reference.group(1) in seen:
+                return self.value(host, name)
+            seen.add(reference.group(1))
+            given = variables[reference.group(1)]
+        if isinstance(given, (dict, list, tuple)) or hasattr(given, 'items'):
+            return self.value(host, name)
+        return plain(given)
 
     def values(self, host, names):
         return dict((name, self.value(host, name)) for name in names)
@@ -81,7 +146,7 @@ class Inventory:
     def render(self, host, text):
         """A role default that is a template (such as "{{ mps_daemons | default([]) }}"), as the host would get it:
         rendered with the host's values of the variables it names (hostvars' own mapping is no template context)."""
-        known = self.hostvars[host]
+        known = self.variables_of(host)
         names = meta.find_undeclared_variables(Environment().parse(text))
         variables = dict((name, plain(known[name])) for name in names if name in known)
         if hasattr(self.templar, 'copy_with_new_env'):
@@ -136,14 +201,14 @@ def check(inventory, role_problems=None):
             problem = fleet.exporter_problem(inventory.value(host, 'dcgm_exporter_listen_address', ''), model)
             if problem:
                 found.append('%s: %s' % (host, problem))
-        given = dict((name, inventory.value(host, name)) for name in fleet.HANDED_DOWN if name in inventory.hostvars[host])
+        given = dict((name, inventory.value(host, name)) for name in fleet.HANDED_DOWN if name in inventory.variables_of(host))
         found.extend('%s: %s' % (host, problem) for problem in fleet.shadowed_knobs(given, per_host_settings[host]))
         for role in roles[host]:
             found.extend('%s: %s' % (host, problem) for problem in (role_problems(role, host) if role_problems else []))
         problems[host] = found
     # A shared address is each of its hosts' problem (a host outside the run shares it with one inside), and the
     # fleet's: the summary lists it once.
-    addresses = dict((host, inventory.value(host, 'gpufleet_management_address', ''))
+    addresses = dict((host, inventory.raw_value(host, 'gpufleet_management_address'))
                      for host in inventory.groups.get('all', []))
     clashes = fleet.address_clashes(addresses)
     for host in run_hosts:

@@ -259,6 +259,14 @@ REFUSED = [
      ['gpufleet_management_cidrs', 'the mapping']),
     ('two hosts with one address', [address_of(A2, '10.20.1.11')], A2,
      [A1, 'the same gpufleet_management_address 10.20.1.11']),
+    # Every inventory host's address is read without the template engine where that is exact (a literal, a
+    # reference to one variable, in turn) and through it otherwise: both ways find the clash.
+    ('one address through a chain of references', [hostvar(A2, 'hk_mgmt_ip', '10.20.1.11'),
+                                                   hostvar(A2, 'hk_mgmt', '{{ hk_mgmt_ip }}'),
+                                                   hostvar(A2, 'gpufleet_management_address', '{{ hk_mgmt }}')],
+     A2, [A1, 'the same gpufleet_management_address 10.20.1.11']),
+    ('one address as an expression', [hostvar(A2, 'gpufleet_management_address', "{{ '10.20.1.' ~ 11 }}")],
+     A2, [A1, 'the same gpufleet_management_address 10.20.1.11']),
     ('one IPv6 address written two ways', [setvar(FLEET, 'gpufleet_management_cidrs', WITH_IPV6),
                                            address_of(A1, 'fd00:20::11'), address_of(A2, 'fd00:20:0:0::11')],
      A2, [A1, 'the same gpufleet_management_address fd00:20::11']),
@@ -389,8 +397,9 @@ def _write(inventory, root):
             yaml.safe_dump(document, handle, default_flow_style=False)
 
 
-def run_case(root, edits):
-    """The case's inventory written under root and validated: (return code, [(host, task, message)], output)."""
+def run_case(root, edits, limit=None):
+    """The case's inventory written under root and validated (on the hosts of ``limit``, else on every host):
+    (return code, [(host, task, message)], output)."""
     inventory = copy.deepcopy(PRISTINE)
     for edit in edits:
         edit(inventory)
@@ -405,7 +414,7 @@ def run_case(root, edits):
                ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([os.path.join(REPO, 'build', 'collections')] + bundled))
     env.pop('ANSIBLE_CONFIG', None)
     ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
-                          os.path.join(root, 'inventory'), os.path.join(root, 'play.yml')],
+                          os.path.join(root, 'inventory'), os.path.join(root, 'play.yml')] + (['--limit', limit] if limit else []),
                          cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                          check=False, timeout=300)
     failures = []
@@ -459,3 +468,14 @@ def test_the_table_is_big_enough_and_ids_unique():
     ids = [case[0] for case in ACCEPTED + REFUSED]
     assert len(set(ids)) == len(ids)
     assert len(REFUSED) >= 60 and len(ACCEPTED) + len(REFUSED) >= 80
+
+
+def test_a_host_added_and_run_alone_is_refused_for_the_address_of_a_host_outside_the_run(tmp_path):
+    new = 'hk1-a100-05'
+    rc, failures, output = run_case(str(tmp_path), [add_to_group(new, 'a100_pcie_4x', '10.20.1.12'),
+                                                    add_to_group(new, 'hk1_rack_a')], limit=new)
+    _no_crash(output)
+    found = [message for host, task, message in failures if host == new and task == 'Every value of this host is valid']
+    assert_refused(rc != 0 and bool(found), ' | '.join(found) or repr(failures),
+                   [new, A2, 'the same gpufleet_management_address 10.20.1.12'])
+    assert set(host for host, _task, _message in failures) == {new}, failures

@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Inventory.raw_value, the cheap read of one variable on every inventory host, against Ansible's own hostvars: for
+every form a value can take it gives what the template engine gives, reading without the engine only where that is
+exact, and through hostvars otherwise."""
+
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory
+
+try:
+    from ansible.plugins.loader import init_plugin_loader
+except ImportError:  # ansible-core before 2.15 loads its plugins on first use
+    def init_plugin_loader():
+        pass
+
+NAME = 'gpufleet_management_address'
+# host: (its variables in the inventory, the value the template engine gives, whether it is read without the engine)
+FORMS = {
+    'literal': ({NAME: '10.20.1.11'}, '10.20.1.11', True),
+    'reference': ({'ansible_host': '10.20.1.12', NAME: '{{ ansible_host }}'}, '10.20.1.12', True),
+    'tight-reference': ({'ansible_host': '10.20.1.13', NAME: '{{ansible_host}}'}, '10.20.1.13', True),
+    'chain': ({'mgmt_ip': '10.20.1.14', 'mgmt': '{{ mgmt_ip }}', NAME: '{{ mgmt }}'}, '10.20.1.14', True),
+    'expression': ({NAME: "{{ '10.20.1.' ~ 15 }}"}, '10.20.1.15', False),
+    'filter': ({'ansible_host': '10.20.1.16', NAME: '{{ ansible_host | default("x") }}'}, '10.20.1.16', False),
+    'text-around': ({'last': '17', NAME: '10.20.1.{{ last }}'}, '10.20.1.17', False),
+    'reference-to-an-expression': ({'mgmt': "{{ '10.20.1.' ~ 18 }}", NAME: '{{ mgmt }}'}, '10.20.1.18', False),
+    'magic-variable': ({NAME: '{{ inventory_hostname }}'}, 'magic-variable', None),
+    'integer': ({NAME: 10}, 10, True),
+    'not-set': ({}, '', True),
+}
+# A host a previous run left facts of, in the fact cache: read from the inventory, not from the facts.
+CACHED = 'cached-facts'
+CACHED_VARIABLES = {'ansible_host': '10.20.1.19', NAME: '{{ ansible_host }}'}
+CACHED_FACTS = {NAME: '10.99.0.1', 'ansible_hostname': 'cached-facts'}
+
+
+@pytest.fixture(scope='module')
+def inventory(tmp_path_factory):
+    init_plugin_loader()
+    root = tmp_path_factory.mktemp('inventory')
+    lines = ['[fleet]']
+    for host, (variables, _value, _cheap) in list(FORMS.items()) + [(CACHED, (CACHED_VARIABLES, None, None))]:
+        lines.append(host + ''.join(' %s=%s' % (name, _ini(value)) for name, value in variables.items()))
+    (root / 'hosts.ini').write_text('\n'.join(lines) + '\n')
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(root / 'hosts.ini')])
+    variables = VariableManager(loader=loader, inventory=manager)
+    variables.set_host_facts(CACHED, CACHED_FACTS)
+    hostvars = HostVars(inventory=manager, variable_manager=variables, loader=loader)
+    hosts = list(FORMS) + [CACHED]
+    task_vars = {'hostvars': hostvars, 'groups': {'all': hosts, 'fleet': hosts}, 'ansible_play_hosts_all': hosts}
+    return Inventory(task_vars, Templar(loader=loader))
+
+
+def _ini(value):
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+class CountingInventory(Inventory):
+    """Counts the reads that went through the template engine."""
+
+    def __init__(self, inventory):
+        self.__dict__.update(inventory.__dict__)
+        self.engine_reads = []
+
+    def value(self, host, name, default=None):
+        self.engine_reads.append(host)
+        return super(CountingInventory, self).value(host, name, default)
+
+
+@pytest.mark.parametrize('host', sorted(FORMS))
+def test_raw_value_is_what_the_template_engine_gives(inventory, host):
+    _variables, expected, _cheap = FORMS[host]
+    assert inventory.raw_value(host, NAME) == expected
+    assert inventory.value(host, NAME) == expected
+
+
+@pytest.mark.parametrize('host', sorted(host for host, form in FORMS.items() if form[2] is not None))
+def test_only_the_exact_forms_skip_the_template_engine(inventory, host):
+    counting = CountingInventory(inventory)
+    counting.raw_value(host, NAME)
+    assert counting.engine_reads == ([] if FORMS[host][2] else [host])
+
+
+def test_raw_value_reads_the_inventory_not_a_previous_runs_cached_facts(inventory):
+    # Through hostvars, the cached fact wins over the inventory (facts come later in Ansible's precedence) ...
+    assert inventory.value(CACHED, NAME) == CACHED_FACTS[NAME]
+    # ... validate reads the inventory: and without the facts, which cost milliseconds a host to merge.
+    assert inventory.raw_value(CACHED, NAME) == CACHED_VARIABLES['ansible_host']
+    # The run's own variable manager still has them.
+    assert inventory.hostvars.raw_get(CACHED)[NAME] == CACHED_FACTS[NAME]
