@@ -9,6 +9,11 @@ __metaclass__ = type
 
 
 # Imported on first use, as in placement.py: loading one filter loads every filter file.
+def monitoring_host_values(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._monitoring import monitoring_host_values as run
+    return run(*args, **kwargs)
+
+
 def monitoring_targets(*args, **kwargs):
     from ansible_collections.gpufleet.core.plugins.plugin_utils._monitoring import monitoring_targets as run
     return run(*args, **kwargs)
@@ -35,11 +40,12 @@ def hardware_class(*args, **kwargs):
 
 
 class FilterModule:
-    """The monitoring role's targets, their problems (the alert pack's missing counters among them) and Prometheus's
+    """The fleet hosts' values the monitoring role reads; the role's targets, their problems (the alert pack's missing counters among them) and Prometheus's
     report; a host's hardware class."""
 
     def filters(self):
         return {
+            'monitoring_host_values': monitoring_host_values,
             'monitoring_targets': monitoring_targets,
             'monitoring_problems': monitoring_problems,
             'monitoring_counter_problems': monitoring_counter_problems,

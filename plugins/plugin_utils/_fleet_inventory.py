@@ -90,6 +90,63 @@ def inventory_reader(hostvars):
     return read
 
 
+NOT_EXACT = object()
+
+
+def _has_template(value):
+    if isinstance(value, str):
+        return any(mark in value for mark in _TEMPLATE_MARKS)
+    if isinstance(value, dict) or hasattr(value, 'items'):
+        return any(_has_template(key) or _has_template(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_template(item) for item in value)
+    return False
+
+
+def exact_value(variables, name, default=None):
+    """A variable's value in untemplated variables (an inventory_reader's), as the template engine would give it,
+    where that needs no engine: a value with no template anywhere in it as it is, a reference to one variable
+    ("{{ ansible_host }}") as that variable's value, in turn. NOT_EXACT for anything else; default where the variable
+    is not set."""
+    given, seen = (variables[name] if name in variables else default), set()
+    while isinstance(given, str):
+        reference = _REFERENCE.fullmatch(given.strip())
+        if reference is None:
+            break
+        if reference.group(1) not in variables or reference.group(1) in seen:
+            return NOT_EXACT
+        seen.add(reference.group(1))
+        given = variables[reference.group(1)]
+    return NOT_EXACT if _has_template(given) else plain(given)
+
+
+def inventory_values(hostvars, hosts, names):
+    """{host: {name: value}} of the given variables each host sets (in the inventory or as extra variables), read as
+    Validate reads them: from the inventory alone (no fact cache), without the template engine where exact_value
+    is, through hostvars[host] for the rest. Hosts hostvars does not know are left out."""
+    read = inventory_reader(hostvars)
+    found = {}
+    for host in hosts:
+        if host not in hostvars:
+            continue
+        variables = read(host) if read else None
+        if not isinstance(variables, dict) and not hasattr(variables, 'items'):
+            known = hostvars[host]
+            found[host] = dict((name, plain(known[name])) for name in names if name in known)
+            continue
+        values, known = {}, None
+        for name in names:
+            if name not in variables:
+                continue
+            value = exact_value(variables, name)
+            if value is NOT_EXACT:
+                known = hostvars[host] if known is None else known
+                value = plain(known[name])
+            values[name] = value
+        found[host] = values
+    return found
+
+
 class Inventory:
     """The inventory as the run sees it: every host's variables through hostvars, and the groups."""
 
@@ -118,27 +175,14 @@ class Inventory:
 
     def raw_value(self, host, name):
         """The host's value of a variable as the template engine would give it, read without the engine where that
-        is exact: a value with no template in it as it is, a reference to one variable ("{{ ansible_host }}") as that
-        variable's value, in turn; anything else through hostvars. Read from the inventory alone (inventory_reader).
-        For reading one variable of every inventory host: the engine costs about a millisecond a host, which a
-        1,000-host inventory pays on every run (docs/fleet.md)."""
+        is exact (exact_value), else through hostvars; from the inventory alone (inventory_reader). For reading one
+        variable of every inventory host: the engine costs about a millisecond a host, which a 1,000-host inventory
+        pays on every run (docs/fleet.md)."""
         variables = self._read_inventory(host) if self._read_inventory else None
         if not isinstance(variables, dict) and not hasattr(variables, 'items'):
             return self.value(host, name)
-        given, seen = (variables[name] if name in variables else role_defaults().get(name)), set()
-        while isinstance(given, str):
-            reference = _REFERENCE.fullmatch(given.strip())
-            if reference is None:
-                if any(mark in given for mark in _TEMPLATE_MARKS):
-                    return self.value(host, name)
-                break
-            if reference.group(1) not in variables or reference.group(1) in seen:
-                return self.value(host, name)
-            seen.add(reference.group(1))
-            given = variables[reference.group(1)]
-        if isinstance(given, (dict, list, tuple)) or hasattr(given, 'items'):
-            return self.value(host, name)
-        return plain(given)
+        found = exact_value(variables, name, role_defaults().get(name))
+        return self.value(host, name) if found is NOT_EXACT else found
 
     def values(self, host, names):
         return dict((name, self.value(host, name)) for name in names)

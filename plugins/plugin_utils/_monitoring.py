@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Controller-side access to the monitoring model (module_utils/_monitoring_targets.py): reads each fleet host's
-variables from Ansible's hostvars as plain data, and turns bad arguments into AnsibleFilterError. A GPU host that sets
+variables from Ansible's hostvars as plain data (from the inventory alone, as validate reads them: _fleet_inventory's
+inventory_values), and turns bad arguments into AnsibleFilterError. A GPU host that sets
 no dcgm_exporter_counters serves the dcgm_exporter role's default list, read from that role's defaults/main.yml (the
 one place the list is written).
 
@@ -19,7 +20,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
 from ansible_collections.gpufleet.core.plugins.module_utils import _monitoring_targets as monitoring
-from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import plain, role_defaults
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import inventory_values, plain, role_defaults
 
 
 def _arguments(name, hosts, hostvars, groups, settings):
@@ -32,14 +33,18 @@ def _arguments(name, hosts, hostvars, groups, settings):
     hosts = [str(host) for host in hosts]
     settings = plain(settings)
     groups = plain(groups)
-    values = {}
-    for host in hosts:
-        if host not in hostvars:
-            continue  # not an inventory host: the model says so
-        known = hostvars[host]
-        values[host] = dict((variable, plain(known[variable])) for variable in monitoring.HOST_VARIABLES
-                            if variable in known)
+    values = inventory_values(hostvars, hosts, list(monitoring.HOST_VARIABLES))
     return hosts, values, groups, settings
+
+
+def monitoring_host_values(hosts, hostvars):
+    """{host: {variable: value}} of the variables the targets read (monitoring.HOST_VARIABLES), for each fleet host
+    that is an inventory host: read once, it stands for hostvars in the other filters."""
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)) or not hasattr(hostvars, '__getitem__'):
+        raise AnsibleFilterError('gpufleet.core.monitoring_host_values: give the fleet hosts (a list of inventory '
+                                 'names) as input and hostvars as argument, such as _monitoring_hosts | '
+                                 'gpufleet.core.monitoring_host_values(hostvars)')
+    return inventory_values(hostvars, [str(host) for host in hosts], list(monitoring.HOST_VARIABLES))
 
 
 def monitoring_targets(hosts, hostvars, groups, settings):

@@ -802,8 +802,11 @@ def step_upgrade():
     mixed = [(round(stamp - probe.samples[0][0], 1), down) for stamp, down in outs
              if down and not any(set(down) <= batch for batch in batches)]
     never = sorted(set(GPU_HOSTS) - set(host for _stamp, down in outs for host in down))
+    seen_out = dict((host, [stamp for stamp, down in outs if host in down]) for host in GPU_HOSTS)
     print('lab_site: upgrade: %d probes, %d with a host out, %d with hosts of two batches out; packages changed in '
-          'the order %s' % (len(outs), len([1 for _s, down in outs if down]), len(mixed), ', '.join(installs)))
+          'the order %s; out of service (first to last probe that saw it out): %s'
+          % (len(outs), len([1 for _s, down in outs if down]), len(mixed), ', '.join(installs),
+             ', '.join('%s %.0f s' % (host, max(stamps) - min(stamps)) for host, stamps in seen_out.items() if stamps)))
     check(len(outs) > 20, 'the probe ran too few times to tell')
     check(not never, 'the probe never saw %s out: its services were not stopped' % never)
     check(not mixed, 'hosts of more than one batch were out at once (seconds into the run, hosts out): %s' % mixed[:5])

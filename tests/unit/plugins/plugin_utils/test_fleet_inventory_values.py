@@ -14,7 +14,7 @@ from ansible.template import Templar
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory, inventory_values
 
 try:
     from ansible.plugins.loader import init_plugin_loader
@@ -35,6 +35,9 @@ FORMS = {
     'reference-to-an-expression': ({'mgmt': "{{ '10.20.1.' ~ 18 }}", NAME: '{{ mgmt }}'}, '10.20.1.18', False),
     'magic-variable': ({NAME: '{{ inventory_hostname }}'}, 'magic-variable', None),
     'integer': ({NAME: 10}, 10, True),
+    'list': ({NAME: ['10.20.1.20', '10.20.2.20']}, ['10.20.1.20', '10.20.2.20'], True),
+    'list-with-a-template': ({'ansible_host': '10.20.1.21', NAME: ['{{ ansible_host }}']}, ['10.20.1.21'], False),
+    'reference-to-a-list': ({'nets': ['10.20.1.0/24'], NAME: '{{ nets }}'}, ['10.20.1.0/24'], True),
     'not-set': ({}, '', True),
 }
 # A host a previous run left facts of, in the fact cache: read from the inventory, not from the facts.
@@ -62,7 +65,7 @@ def inventory(tmp_path_factory):
 
 
 def _ini(value):
-    return repr(value) if isinstance(value, str) else str(value)
+    return repr(value) if isinstance(value, str) else '"%s"' % repr(value) if isinstance(value, list) else str(value)
 
 
 class CountingInventory(Inventory):
@@ -98,3 +101,19 @@ def test_raw_value_reads_the_inventory_not_a_previous_runs_cached_facts(inventor
     assert inventory.raw_value(CACHED, NAME) == CACHED_VARIABLES['ansible_host']
     # The run's own variable manager still has them.
     assert inventory.hostvars.raw_get(CACHED)[NAME] == CACHED_FACTS[NAME]
+
+
+def test_inventory_values_are_what_the_template_engine_gives_and_leave_out_what_a_host_does_not_set(inventory):
+    found = inventory_values(inventory.hostvars, list(FORMS) + [CACHED, 'not-in-the-inventory'], [NAME, 'nets'])
+    assert sorted(found) == sorted(list(FORMS) + [CACHED])
+    for host, (variables, expected, _cheap) in FORMS.items():
+        assert found[host] == dict(({NAME: expected} if NAME in variables else {}),
+                                   **({'nets': variables['nets']} if 'nets' in variables else {})), host
+    # from the inventory, not the cached facts
+    assert found[CACHED] == {NAME: CACHED_VARIABLES['ansible_host']}
+
+
+def test_inventory_values_of_plain_mappings_read_them_as_they_are():
+    # what the monitoring role passes on: values read once, standing for hostvars
+    read = {'a': {NAME: '10.0.0.1', 'other': 1}, 'b': {}}
+    assert inventory_values(read, ['a', 'b', 'c'], [NAME]) == {'a': {NAME: '10.0.0.1'}, 'b': {}}
