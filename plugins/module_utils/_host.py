@@ -3,11 +3,13 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Read-only access to a host's sysfs and procfs trees.
+"""Read-only access to a host's sysfs and procfs trees; a command and an atomic write for the helpers.
 
 Every file the collection reads on a target goes through HostFiles, so a
 captured tree (``sysfs_root``/``procfs_root``) or a test double can stand in
-for the live system. This is a private module: its API may change without notice.
+for the live system. The helper commands run outside Ansible, without AnsibleModule.run_command: they run programs
+with run_argv, and write the files other programs read with write_atomic. This is a private module: its API may
+change without notice.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,6 +18,8 @@ __metaclass__ = type
 
 import errno
 import os
+import subprocess
+import tempfile
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
@@ -116,3 +120,34 @@ class HostFiles:
                 if name is not None:
                     names.append((int(entry), name.strip()))
         return sorted(names)
+
+
+def run_argv(argv, data=None, environ_update=None):
+    """(rc, stdout, stderr) of a command, as AnsibleModule.run_command gives them (data is its standard input,
+    environ_update added to the environment); a program that is not there is rc 127."""
+    env = dict(os.environ, **environ_update) if environ_update else None
+    try:
+        # The helpers run outside Ansible, where there is no AnsibleModule.run_command to call.
+        done = subprocess.run(  # pylint: disable=ansible-bad-function
+            argv, input=data, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+            check=False)
+    except OSError as exc:
+        return 127, '', '%s: %s' % (argv[0], exc.strerror or exc)
+    return done.returncode, done.stdout, done.stderr
+
+
+def write_atomic(path, text, mode=0o644):
+    """Write a file so readers (node_exporter, the next check) see the old or the new one, never half."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
+    try:
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -17,9 +17,7 @@ __metaclass__ = type
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
@@ -27,20 +25,10 @@ from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFil
 from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import GpuLostError, Nvml, NvmlError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
+from ansible_collections.gpufleet.core.plugins.module_utils._host import run_argv, write_atomic
 from ansible_collections.gpufleet.core.plugins.module_utils._prometheus import PrometheusError, query
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import FLEET_QUARANTINED_QUERY
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_xids import parse_kernel_xid
-
-
-def _run(argv):
-    """(rc, stdout, stderr) of a command; a program that is not there is rc 127."""
-    try:
-        # The helper runs outside Ansible, where there is no AnsibleModule.run_command to call.
-        done = subprocess.run(  # pylint: disable=ansible-bad-function
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
-    except OSError as exc:
-        return 127, '', '%s: %s' % (argv[0], exc.strerror or exc)
-    return done.returncode, done.stdout, done.stderr
 
 
 class _UnitCache(ServiceHost):
@@ -64,7 +52,7 @@ class WatchdogHost:
 
     def __init__(self, nvml_library, run=None, systemctl='systemctl', journalctl='journalctl', files=None):
         self.nv = nvml_library
-        self.run = run or _run
+        self.run = run or run_argv
         self.systemctl = systemctl
         self.journalctl = journalctl
         self.files = files or HostFiles('/sys', '/proc')
@@ -99,22 +87,8 @@ class WatchdogHost:
         except ValueError as exc:
             return None, '%s is not JSON: %s' % (path, exc)
 
-    @staticmethod
-    def write_atomic(path, text, mode=0o644):
-        """Write a file so readers (node_exporter, the next check) see the old or the new one, never half."""
-        directory = os.path.dirname(path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
-        try:
-            with os.fdopen(fd, 'w') as handle:
-                handle.write(text)
-            os.chmod(tmp, mode)
-            os.rename(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+    # Where node_exporter and the next check read: the old file or the new one, never half.
+    write_atomic = staticmethod(write_atomic)
 
     @staticmethod
     def load_plan(path):

@@ -16,9 +16,9 @@ import pytest
 import pynvml
 import simctl
 
-from ansible_collections.gpufleet.core.plugins.module_utils import _helper_watchdog, _helpers_main, _watchdog_host
+from ansible_collections.gpufleet.core.plugins.module_utils import _helper_watchdog, _helpers_main
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_host import WatchdogHost
-from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
+from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles, run_argv
 
 from ...conftest import SIM_DIR
 from ...support.sim import BARE_HOST, make_gpus
@@ -41,7 +41,7 @@ class Systemd:
 
     def __call__(self, argv):
         if argv[0] != 'systemctl':
-            return _watchdog_host._run(argv)
+            return run_argv(argv)
         if argv[1] == 'show':
             props = self.units.get(argv[-1], {'LoadState': 'not-found', 'ActiveState': 'inactive',
                                               'SubState': 'dead', 'ControlGroup': ''})
