@@ -1,0 +1,153 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.core contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: state_receipt
+short_description: Record what a stage converged a GPU host to, and check whether the host is still so
+version_added: 0.1.0
+description:
+  - A stage's receipt (C(<receipt_dir>/<stage>.json)) holds the digest of the stage's inputs, what the stage owns on
+    the host (C(owns) in O(stages)) and the fingerprint of that state when it was recorded - each package's version and
+    hold, each file's sha256, each unit's unit-file and active state, each GPU's MIG layout with its MIG device
+    UUIDs, each MPS daemon's default active thread percentage and pinned memory limits.
+  - V(record) fingerprints what each stage owns now and writes its receipt; a receipt already so is left alone.
+  - V(check) reads each stage's receipt and fingerprints what the stage owns now. A stage is current when its
+    inputs have the recorded digest and every item its fingerprint; RV(stages) names each item that differs.
+  - The helper bundle's C(drift) command runs the same check on the host, without Ansible, against every receipt in
+    the directory, and writes the result for node_exporter's textfile collector (docs/drift.md).
+  - Every input is checked before anything is read or written.
+author:
+  - gpufleet.core developers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.core.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details: With V(record), the diff is each receipt's text before and after, under its path.
+requirements:
+  - dpkg-query and systemctl on the host, where a stage owns packages, holds or units.
+  - nvidia-ml-py (the C(pynvml) module) where a stage owns the MIG layout; nvidia-cuda-mps-control where it owns MPS
+    daemons.
+options:
+  state:
+    description: Whether to record the stages' receipts or to check the host against them.
+    type: str
+    choices: [check, record]
+    default: check
+  stages:
+    description:
+      - Each stage by name (lower case, digits and C(_)), with C(inputs), any data whose digest stands for the
+        stage's inputs (its roles' variables, the plan), and C(owns), what the stage owns on the host.
+      - C(owns.packages) and C(owns.holds) are Debian package names; C(owns.files) absolute paths of files;
+        C(owns.units) systemd unit names; C(owns.mig) true for every GPU's MIG layout; C(owns.mps) a list of
+        C({pipe_directory, devices}), one for each MPS control daemon, with the UUIDs of its devices.
+    type: dict
+    required: true
+  receipt_dir:
+    description: Where the receipts are kept.
+    type: path
+    default: /var/lib/gpufleet/receipts
+seealso:
+  - module: gpufleet.core.drain
+'''
+
+EXAMPLES = r'''
+- name: Record what the drivers stage converged
+  gpufleet.core.state_receipt:
+    state: record
+    stages:
+      drivers:
+        inputs: {nvidia_driver_version: "550.127.05-0ubuntu1"}
+        owns:
+          packages: [nvidia-driver-550-server]
+          holds: [nvidia-driver-550-server]
+          files: [/etc/apt/preferences.d/gpufleet-nvidia.pref]
+          units: [nvidia-persistenced.service]
+
+- name: Which stages have nothing to do on this host
+  gpufleet.core.state_receipt:
+    stages:
+      partition:
+        inputs: {mig_layouts: {all: [3g.40gb, 3g.40gb]}}
+        owns: {files: [/etc/gpufleet/mig-layout.json], units: [gpufleet-mig.service], mig: true}
+  register: __receipts
+'''
+
+RETURN = r'''
+stages:
+  description:
+    - "V(check) - for each stage, whether it is C(current), whether its C(inputs_changed), each C(drift) item
+      (C(<item>: <recorded> -> <now>), or why there is no receipt) and its C(receipt) file."
+    - V(record) - for each stage, its C(receipt) file.
+  returned: always
+  type: dict
+  sample:
+    partition:
+      current: false
+      inputs_changed: false
+      drift: ["mig GPU-5f2c...: MIG on: 3g.40gb@0[3c] 3g.40gb@4[3c] -> MIG on: 3g.40gb@0[3c]"]
+      receipt: /var/lib/gpufleet/receipts/partition.json
+current:
+  description: The stages that are current (V(check)); empty with V(record).
+  returned: always
+  type: list
+  elements: str
+  sample: [drivers, exporter]
+'''
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
+from ansible_collections.gpufleet.core.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR, PYNVML_PACKAGE, pynvml
+from ansible_collections.gpufleet.core.plugins.module_utils._receipt import (
+    RECEIPT_DIR, ReceiptError, check, receipt_path, record, stages_problems)
+from ansible_collections.gpufleet.core.plugins.module_utils._receipt_host import ReceiptHost
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            'state': {'type': 'str', 'choices': ['check', 'record'], 'default': 'check'},
+            'stages': {'type': 'dict', 'required': True},
+            'receipt_dir': {'type': 'path', 'default': RECEIPT_DIR},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    problems = stages_problems(params['stages'])
+    if problems:
+        module.fail_json(msg='Nothing was read or changed: %s' % '; '.join(problems))
+    if pynvml is None and any(spec['owns'].get('mig') for spec in params['stages'].values()):
+        module.fail_json(msg=missing_required_lib(PYNVML_PACKAGE, reason='to read the MIG layout a stage owns'),
+                         exception=PYNVML_IMPORT_ERROR)
+    host = ReceiptHost(module.run_command, pynvml)
+    try:
+        if params['state'] == 'check':
+            stages = check(host, params['receipt_dir'], params['stages'])
+            module.exit_json(changed=False, stages=stages,
+                             current=[name for name, result in sorted(stages.items()) if result['current']])
+        changed, texts = record(host, params['receipt_dir'], params['stages'], module.check_mode)
+    except ReceiptError as exc:
+        module.fail_json(msg=str(exc))
+    result = {'changed': changed, 'current': [],
+              'stages': dict((name, {'receipt': receipt_path(params['receipt_dir'], name)}) for name in texts)}
+    if module._diff:
+        paths = dict((name, '# ' + receipt_path(params['receipt_dir'], name)) for name in texts)
+        result['diff'] = make_diff(
+            [line for name in sorted(texts) for line in [paths[name]] + (texts[name][0] or '').splitlines()],
+            [line for name in sorted(texts) for line in [paths[name]] + texts[name][1].splitlines()])
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
