@@ -17,9 +17,9 @@ __metaclass__ = type
 
 import os
 import re
-import tempfile
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._host import write_atomic
 
 MARK_FILE = 'gpufleet-drain.prom'
 # A unit name, or a pattern of one with systemctl's globs (gpufleet-svc-*.service): no spaces, no path.
@@ -105,15 +105,8 @@ class DrainHost:
 
     @staticmethod
     def write(path, text):
-        directory = os.path.dirname(path)
         try:
-            if not os.path.isdir(directory):
-                os.makedirs(directory, 0o755)
-            handle, temporary = tempfile.mkstemp(dir=directory, prefix='.gpufleet-drain')
-            with os.fdopen(handle, 'w') as out:
-                out.write(text)
-            os.chmod(temporary, 0o644)
-            os.rename(temporary, path)  # node_exporter never reads half a file
+            write_atomic(path, text)  # node_exporter never reads half a file
         except (IOError, OSError) as exc:
             raise DrainError('cannot write the drain mark %s: %s' % (path, exc))
 
