@@ -25,22 +25,11 @@ from ansible_collections.gpufleet.core.plugins.module_utils._errors import Gpufl
 from ansible_collections.gpufleet.core.plugins.module_utils._host import run_argv
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
 from ansible_collections.gpufleet.core.plugins.module_utils._receipt import (
-    DRIFT_METRICS_FILE, RECEIPT_DIR, check_stage, drift_metrics, recorded_stages)
+    DRIFT_METRICS_FILE, RECEIPT_DIR, check_recorded, drift_metrics)
 from ansible_collections.gpufleet.core.plugins.module_utils._receipt_host import ReceiptHost
 
 SUMMARY = 'check the host against the stages\' receipts, for the drift metric'
 TEXTFILE_DIR = '/var/lib/prometheus/node-exporter'
-
-
-def check_all(host, receipt_dir):
-    """{stage: its check, or {'error': why}} for every receipt in the directory."""
-    results = {}
-    for stage in recorded_stages(host, receipt_dir):
-        try:
-            results[stage] = check_stage(host, receipt_dir, stage)
-        except GpufleetError as exc:
-            results[stage] = {'error': str(exc)}
-    return results
 
 
 def main(argv, host=None, clock=time.time):
@@ -51,7 +40,7 @@ def main(argv, host=None, clock=time.time):
     receipt_dir = argv[1] if len(argv) > 1 else RECEIPT_DIR
     textfile_dir = argv[2] if len(argv) > 2 else TEXTFILE_DIR
     host = host or ReceiptHost(run_argv, pynvml)
-    results = check_all(host, receipt_dir)
+    results = check_recorded(host, receipt_dir)
     for stage, result in sorted(results.items()):
         if 'error' in result:
             sys.stderr.write('gpufleet-drift: %s: %s\n' % (stage, result['error']))

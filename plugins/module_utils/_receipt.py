@@ -33,7 +33,7 @@ DRIFT_METRICS_FILE = 'gpufleet-drift.prom'
 STAGE_NAME = re.compile(r'[a-z][a-z0-9_]{0,31}')
 # Debian policy's package name; a name with an architecture (libfoo:amd64) is one too.
 PACKAGE_NAME = re.compile(r'[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?')
-OWNS_KEYS = ('packages', 'holds', 'files', 'units', 'mig', 'mps')
+OWNS_KEYS = ('packages', 'holds', 'files', 'units', 'enabled', 'mig', 'mps')
 # What a fingerprint item reads when the thing is not there.
 ABSENT = 'absent'
 
@@ -76,11 +76,15 @@ def _mps_problems(where, value):
     return problems
 
 
+def stage_name_problems(stage):
+    if not isinstance(stage, str) or not STAGE_NAME.fullmatch(stage):
+        return ['stage %s is not a stage name such as drivers (lower case, digits, _)' % shown(stage)]
+    return []
+
+
 def owns_problems(stage, owns):
     """Every problem of a stage's name and of what it owns, each naming the value and the fix; [] when good."""
-    problems = []
-    if not isinstance(stage, str) or not STAGE_NAME.fullmatch(stage):
-        problems.append('stage %s is not a stage name such as drivers (lower case, digits, _)' % shown(stage))
+    problems = stage_name_problems(stage)
     where = 'stages.%s.owns' % stage
     if not isinstance(owns, dict):
         return problems + ['%s: %s is not a mapping of %s' % (where, shown(owns), ', '.join(OWNS_KEYS))]
@@ -90,7 +94,8 @@ def owns_problems(stage, owns):
     for key, rule, what in (('packages', PACKAGE_NAME.fullmatch, 'a Debian package name'),
                             ('holds', PACKAGE_NAME.fullmatch, 'a Debian package name'),
                             ('files', is_path, 'an absolute path'),
-                            ('units', is_unit_name, 'a systemd unit name such as gpufleet-mig.service')):
+                            ('units', is_unit_name, 'a systemd unit name such as gpufleet-mig.service'),
+                            ('enabled', is_unit_name, 'a systemd unit name such as gpufleet-mig.service')):
         if key in owns:
             problems.extend(_list_problems('%s.%s' % (where, key), owns[key], rule, what))
     if 'mig' in owns and not isinstance(owns['mig'], bool):
@@ -120,9 +125,12 @@ def fingerprint(host, owns):
         items['hold %s' % name] = 'held' if installed.get(name, {}).get('held') else 'not held'
     for path in owns.get('files', ()):
         items['file %s' % path] = host.file_digest(path) or ABSENT
-    units = owns.get('units', ())
-    for unit, state in sorted((host.units(list(units)) if units else {}).items()):
-        items['unit %s' % unit] = state
+    # A unit that runs at boot only (the MIG layout's) is owned by its unit-file state alone: whether it is active
+    # now says when it last ran, not whether the host drifted.
+    units = list(owns.get('units', ()))
+    enabled = [name for name in owns.get('enabled', ()) if name not in units]
+    for unit, state in sorted((host.units(units + enabled) if units or enabled else {}).items()):
+        items['unit %s' % unit] = state.split(', ')[0] if unit in enabled else state
     if owns.get('mig'):
         for uuid, layout in sorted(host.mig_layouts().items()):
             items['mig %s' % uuid] = layout
@@ -175,7 +183,7 @@ def receipt_path(receipt_dir, stage):
 
 
 def check_stage(host, receipt_dir, stage, digest=None, owns=None):
-    """Whether a stage is current on the host: {current, inputs_changed, drift, receipt}.
+    """Whether a stage is current on the host: {current, inputs_changed, drift, receipt, recorded}.
 
     With ``owns`` (the run's), what the stage owns now is fingerprinted, and a change of what it owns is drift too;
     without it (the timer, which has no inputs), the receipt's. ``digest`` None compares no inputs. A stage without a
@@ -184,7 +192,7 @@ def check_stage(host, receipt_dir, stage, digest=None, owns=None):
     path = receipt_path(receipt_dir, stage)
     text = host.read(path)
     if text is None:
-        return {'current': False, 'inputs_changed': digest is not None, 'receipt': path,
+        return {'current': False, 'inputs_changed': digest is not None, 'receipt': path, 'recorded': False,
                 'drift': ['no receipt: the stage has not converged this host since receipts were kept']}
     receipt = parse_receipt(text, path)
     if receipt['stage'] != stage:
@@ -193,13 +201,25 @@ def check_stage(host, receipt_dir, stage, digest=None, owns=None):
     drift = differences(receipt['fingerprint'], fingerprint(host, receipt['owns'] if owns is None else owns))
     inputs_changed = digest is not None and digest != receipt['inputs']
     return {'current': not drift and not inputs_changed, 'inputs_changed': inputs_changed, 'drift': drift,
-            'receipt': path}
+            'receipt': path, 'recorded': True}
 
 
 def recorded_stages(host, receipt_dir):
     """The stages with a receipt in the directory, in name order."""
     return sorted(name[:-len('.json')] for name in host.list_dir(receipt_dir)
                   if name.endswith('.json') and STAGE_NAME.fullmatch(name[:-len('.json')]))
+
+
+def check_recorded(host, receipt_dir):
+    """{stage: its check, or {'error': why}} for every receipt in the directory, each against what it names and with
+    no inputs compared (the drift command's and the fleet report's view: the host does not know the inputs)."""
+    results = {}
+    for stage in recorded_stages(host, receipt_dir):
+        try:
+            results[stage] = check_stage(host, receipt_dir, stage)
+        except GpufleetError as exc:
+            results[stage] = {'error': str(exc)}
+    return results
 
 
 def drift_metrics(results, checked_at):
@@ -219,24 +239,76 @@ def drift_metrics(results, checked_at):
     return '\n'.join(lines) + '\n'
 
 
-def stages_problems(stages):
-    """Every problem of the module's stages ({name: {inputs, owns}}), each naming the value and the fix."""
+def stages_problems(stages, state='check'):
+    """Every problem of the module's stages ({name: {inputs, owns}}), each naming the value and the fix. A check may
+    leave out owns (what the receipt names is then fingerprinted); a removal names the stages alone."""
     if not isinstance(stages, dict) or not stages:
         return ['stages: %s; give each stage as {name: {inputs: <its variables>, owns: {packages, holds, files, '
                 'units, mig, mps}}}' % shown(stages)]
     problems = []
     for name, spec in sorted(stages.items()):
-        if not isinstance(spec, dict) or set(spec) != {'inputs', 'owns'}:
-            problems.append('stages.%s: %s; give {inputs: <its variables>, owns: {...}}' % (name, shown(spec)))
+        if state == 'absent' or (isinstance(spec, dict) and 'owns' not in spec):
+            problems.extend(stage_name_problems(name))
+        if state == 'absent':
             continue
-        problems.extend(owns_problems(name, spec['owns']))
+        keys = set(spec) if isinstance(spec, dict) else None
+        if keys not in ({'inputs', 'owns'}, {'inputs'} if state == 'check' else {'inputs', 'owns'}):
+            problems.append('stages.%s: %s; give {inputs: <its variables>, owns: {...}}%s'
+                            % (name, shown(spec), ' (a check may leave out owns)' if state == 'check' else ''))
+            continue
+        if 'owns' in spec:
+            owns = spec['owns'] if isinstance(spec['owns'], list) and spec['owns'] else [spec['owns']]
+            for part in owns:
+                problems.extend(owns_problems(name, part))
     return problems
 
 
+def merge_owns(owns):
+    """What a stage owns, from one mapping or a list of them (one for each of its roles): the lists joined without
+    repeats (two roles may write one apt source), mig true where any is."""
+    if isinstance(owns, dict):
+        return owns
+    merged = {}
+    for part in owns:
+        for key, value in part.items():
+            if key == 'mig':
+                merged['mig'] = merged.get('mig', False) or value
+                continue
+            kept = merged.setdefault(key, [])
+            kept.extend(item for item in value if item not in kept)
+    return merged
+
+
+def order_problems(order, stages):
+    """ORDER must name each stage of STAGES at most once; it may name stages the run does not check."""
+    if not isinstance(order, list) or not all(isinstance(name, str) for name in order):
+        return ['order: %s is not a list of stage names' % shown(order)]
+    twice = sorted(set(name for name in order if order.count(name) > 1))
+    missing = sorted(set(stages) - set(order)) if order else []
+    return (['order: %s named more than once' % ', '.join(twice)] if twice else []) + (
+        ['order: %s not in it; name every stage of stages, in the order they run' % ', '.join(missing)]
+        if missing else [])
+
+
 def check(host, receipt_dir, stages):
-    """{stage: check_stage(...)} for the run's stages, each against its inputs and what it owns now."""
-    return dict((name, check_stage(host, receipt_dir, name, inputs_digest(spec['inputs']), spec['owns']))
+    """{stage: check_stage(...)} for the run's stages, each against its inputs and what it owns now (or what its
+    receipt names, where the run does not say)."""
+    return dict((name, check_stage(host, receipt_dir, name, inputs_digest(spec['inputs']), spec.get('owns')))
                 for name, spec in sorted(stages.items()))
+
+
+def skippable(order, results):
+    """The stages a run can leave out: each current, and every stage before it in ORDER that is checked is current
+    too - a stage that runs may change what the stages after it build on (a driver's reboot gives MIG devices new
+    UUIDs, which the services' units name)."""
+    skip = []
+    for name in order:
+        if name not in results:
+            continue
+        if not results[name]['current']:
+            break
+        skip.append(name)
+    return skip
 
 
 def record(host, receipt_dir, stages, check_mode):
@@ -254,3 +326,17 @@ def record(host, receipt_dir, stages, check_mode):
             host.write(path, after)
         texts[name] = (before, after)
     return any(before != after for before, after in texts.values()), texts
+
+
+def remove(host, receipt_dir, stages, check_mode):
+    """Remove the stages' receipts, so the next run does not skip them (a stage that failed part way).
+
+    Returns (changed, {stage: (receipt text before or None, None)})."""
+    texts = {}
+    for name in sorted(stages):
+        path = receipt_path(receipt_dir, name)
+        before = host.read(path)
+        if before is not None and not check_mode:
+            host.remove(path)
+        texts[name] = (before, None)
+    return any(before is not None for before, _after in texts.values()), texts

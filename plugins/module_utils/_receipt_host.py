@@ -134,6 +134,14 @@ class ReceiptHost:
             return []
 
     @staticmethod
+    def remove(path):
+        try:
+            os.unlink(path)
+        except (IOError, OSError) as exc:
+            if os.path.lexists(path):
+                raise ReceiptError('cannot remove %s: %s' % (path, exc.strerror or exc))
+
+    @staticmethod
     def write(path, text):
         try:
             write_atomic(path, text)

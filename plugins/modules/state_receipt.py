@@ -19,8 +19,14 @@ description:
     hold, each file's sha256, each unit's unit-file and active state, each GPU's MIG layout with its MIG device
     UUIDs, each MPS daemon's default active thread percentage and pinned memory limits.
   - V(record) fingerprints what each stage owns now and writes its receipt; a receipt already so is left alone.
-  - V(check) reads each stage's receipt and fingerprints what the stage owns now. A stage is current when its
-    inputs have the recorded digest and every item its fingerprint; RV(stages) names each item that differs.
+  - V(check) reads each stage's receipt and fingerprints what the stage owns now (what the receipt names, where a
+    stage leaves out C(owns)). A stage is current when its inputs have the recorded digest and every item its
+    fingerprint; RV(stages) names each item that differs, and RV(skippable) the stages a run can leave out.
+  - V(absent) removes the stages' receipts, so that the next run does not skip them (the site playbook does so for a
+    stage that failed part way).
+  - On the controller, the action plugin digests each stage's C(roles) - every variable of the named roles' argument
+    specs as the host has it, with the defaults, and the content of the roles and of the collection's modules - into
+    its inputs, so that a new value or a new collection version makes the stage run (docs/drift.md).
   - The helper bundle's C(drift) command runs the same check on the host, without Ansible, against every receipt in
     the directory, and writes the result for node_exporter's textfile collector (docs/drift.md).
   - Every input is checked before anything is read or written.
@@ -42,17 +48,41 @@ options:
   state:
     description: Whether to record the stages' receipts or to check the host against them.
     type: str
-    choices: [check, record]
+    choices: [check, record, absent]
     default: check
   stages:
     description:
+      - Without it, V(check) checks every receipt the host has against what the receipt names, comparing no inputs
+        (as the drift command does; the fleet report's view). V(record) and V(absent) need it.
       - Each stage by name (lower case, digits and C(_)), with C(inputs), any data whose digest stands for the
-        stage's inputs (its roles' variables, the plan), and C(owns), what the stage owns on the host.
+        stage's inputs (its roles' variables, the plan), and C(owns), what the stage owns on the host. V(check) may
+        leave out C(owns); V(absent) needs the names alone.
+      - "C(roles): a list of the collection's role names, digested on the controller with C(inputs) (see the
+        description); C(roles_digest): that digest as RV(roles_digests) returned it, for a V(record) after the roles
+        ran (their variables then hold what the roles set)."
       - C(owns.packages) and C(owns.holds) are Debian package names; C(owns.files) absolute paths of files;
-        C(owns.units) systemd unit names; C(owns.mig) true for every GPU's MIG layout; C(owns.mps) a list of
-        C({pipe_directory, devices}), one for each MPS control daemon, with the UUIDs of its devices.
+        C(owns.units) systemd unit names (their unit-file and active state); C(owns.enabled) units owned by their
+        unit-file state alone (a unit that runs once at boot); C(owns.mig) true for every GPU's MIG layout;
+        C(owns.mps) a list of C({pipe_directory, devices}), one for each MPS control daemon, with the UUIDs of its
+        devices. C(owns) may be a list of such mappings, one for each role of the stage, which are joined.
     type: dict
-    required: true
+  order:
+    description:
+      - The stages in the order a run goes through them. A stage is only in RV(skippable) when it is current and so is
+        every stage before it that is checked, since a stage that runs may change what the later ones build on.
+      - Empty, no stage is skippable.
+    type: list
+    elements: str
+    default: []
+  textfile_dir:
+    description:
+      - With V(record) or V(absent), node_exporter's textfile directory, where the drift metric
+        (C(gpufleet-drift.prom), as the helper bundle's C(drift) command writes it) is written again from every
+        receipt after the change, so a run that converged a drifted stage clears its C(gpufleet_drift) at once,
+        not at the drift timer's next check. Not in check mode; not counted as a change.
+      - Empty, no metric is written.
+    type: path
+    default: ''
   receipt_dir:
     description: Where the receipts are kept.
     type: path
@@ -87,8 +117,10 @@ RETURN = r'''
 stages:
   description:
     - "V(check) - for each stage, whether it is C(current), whether its C(inputs_changed), each C(drift) item
-      (C(<item>: <recorded> -> <now>), or why there is no receipt) and its C(receipt) file."
-    - V(record) - for each stage, its C(receipt) file.
+      (C(<item>: <recorded> -> <now>), or why there is no receipt), its C(receipt) file and whether it was
+      C(recorded) (the file is there). Without O(stages), a
+      receipt that cannot be read gives the stage C(error), why, instead."
+    - V(record) and V(absent) - for each stage, its C(receipt) file.
   returned: always
   type: dict
   sample:
@@ -97,55 +129,89 @@ stages:
       inputs_changed: false
       drift: ["mig GPU-5f2c...: MIG on: 3g.40gb@0[3c] 3g.40gb@4[3c] -> MIG on: 3g.40gb@0[3c]"]
       receipt: /var/lib/gpufleet/receipts/partition.json
+      recorded: true
 current:
   description: The stages that are current (V(check)); empty with V(record).
   returned: always
   type: list
   elements: str
   sample: [drivers, exporter]
+skippable:
+  description: The stages a run can leave out (V(check)), in O(order); empty otherwise.
+  returned: always
+  type: list
+  elements: str
+  sample: [drivers, exporter]
+roles_digests:
+  description: For each stage given with C(roles), the digest of its roles' variables and content (the action plugin).
+  returned: when a stage has roles
+  type: dict
+  sample: {drivers: 3f1c...}
 '''
+
+import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR, PYNVML_PACKAGE, pynvml
 from ansible_collections.gpufleet.core.plugins.module_utils._receipt import (
-    RECEIPT_DIR, ReceiptError, check, receipt_path, record, stages_problems)
+    DRIFT_METRICS_FILE, RECEIPT_DIR, ReceiptError, check, check_recorded, drift_metrics, merge_owns, order_problems,
+    receipt_path, record, remove, skippable, stages_problems)
 from ansible_collections.gpufleet.core.plugins.module_utils._receipt_host import ReceiptHost
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            'state': {'type': 'str', 'choices': ['check', 'record'], 'default': 'check'},
-            'stages': {'type': 'dict', 'required': True},
+            'state': {'type': 'str', 'choices': ['check', 'record', 'absent'], 'default': 'check'},
+            'stages': {'type': 'dict'},
+            'order': {'type': 'list', 'elements': 'str', 'default': []},
+            'textfile_dir': {'type': 'path', 'default': ''},
             'receipt_dir': {'type': 'path', 'default': RECEIPT_DIR},
         },
         supports_check_mode=True,
     )
     params = module.params
-    problems = stages_problems(params['stages'])
+    host = ReceiptHost(module.run_command, pynvml)
+    if params['stages'] is None:
+        if params['state'] != 'check':
+            module.fail_json(msg='Nothing was read or changed: state=%s needs stages; give each stage by name'
+                             % params['state'])
+        stages = check_recorded(host, params['receipt_dir'])
+        module.exit_json(changed=False, stages=stages, skippable=[],
+                         current=[name for name, result in sorted(stages.items()) if result.get('current')])
+    problems = stages_problems(params['stages'], params['state']) + order_problems(params['order'], params['stages'])
     if problems:
         module.fail_json(msg='Nothing was read or changed: %s' % '; '.join(problems))
-    if pynvml is None and any(spec['owns'].get('mig') for spec in params['stages'].values()):
+    for spec in params['stages'].values():
+        if isinstance(spec, dict) and 'owns' in spec:
+            spec['owns'] = merge_owns(spec['owns'])
+    if pynvml is None and params['state'] != 'absent' and any(
+            spec.get('owns', {}).get('mig') for spec in params['stages'].values()):
         module.fail_json(msg=missing_required_lib(PYNVML_PACKAGE, reason='to read the MIG layout a stage owns'),
                          exception=PYNVML_IMPORT_ERROR)
-    host = ReceiptHost(module.run_command, pynvml)
     try:
         if params['state'] == 'check':
             stages = check(host, params['receipt_dir'], params['stages'])
             module.exit_json(changed=False, stages=stages,
-                             current=[name for name, result in sorted(stages.items()) if result['current']])
-        changed, texts = record(host, params['receipt_dir'], params['stages'], module.check_mode)
+                             current=[name for name, result in sorted(stages.items()) if result['current']],
+                             skippable=skippable(params['order'], stages))
+        write = record if params['state'] == 'record' else remove
+        changed, texts = write(host, params['receipt_dir'], params['stages'], module.check_mode)
+        if params['textfile_dir'] and not module.check_mode:
+            host.write(os.path.join(params['textfile_dir'], DRIFT_METRICS_FILE),
+                       drift_metrics(check_recorded(host, params['receipt_dir']), time.time()))
     except ReceiptError as exc:
         module.fail_json(msg=str(exc))
-    result = {'changed': changed, 'current': [],
+    result = {'changed': changed, 'current': [], 'skippable': [],
               'stages': dict((name, {'receipt': receipt_path(params['receipt_dir'], name)}) for name in texts)}
     if module._diff:
         paths = dict((name, '# ' + receipt_path(params['receipt_dir'], name)) for name in texts)
         result['diff'] = make_diff(
             [line for name in sorted(texts) for line in [paths[name]] + (texts[name][0] or '').splitlines()],
-            [line for name in sorted(texts) for line in [paths[name]] + texts[name][1].splitlines()])
+            [line for name in sorted(texts) for line in [paths[name]] + (texts[name][1] or '').splitlines()])
     module.exit_json(**result)
 
 

@@ -276,3 +276,70 @@ def test_the_metric_marks_a_stage_drifted_or_unreadable_and_counts_its_items():
 def test_the_drift_command_is_in_the_bundle_and_refuses_options():
     assert _helpers_main.COMMANDS['drift'] is _helper_drift
     assert _helper_drift.main(['drift', '--all']) == 2
+
+
+def test_a_boot_unit_is_owned_by_its_enablement_alone(run_module, host):
+    host['system'].units['gpufleet-mig.service'] = ('enabled', 'inactive')
+    stages = {'partition': {'inputs': {}, 'owns': {'enabled': ['gpufleet-mig.service']}}}
+    receipt(run_module, host, 'record', stages=stages)
+    host['system'].units['gpufleet-mig.service'] = ('enabled', 'active')  # it ran: not drift
+    assert receipt(run_module, host, stages=stages)['current'] == ['partition']
+    host['system'].units['gpufleet-mig.service'] = ('disabled', 'active')
+    checked = receipt(run_module, host, stages=stages)
+    assert checked['stages']['partition']['drift'] == ['unit gpufleet-mig.service: enabled -> disabled']
+
+
+def test_a_check_without_owns_fingerprints_what_the_receipt_names_and_absent_forgets_it(run_module, host):
+    receipt(run_module, host, 'record')
+    stop_service(host)
+    order = ['drivers', 'partition', 'services']
+    checked = receipt(run_module, host, order=order,
+                      stages=dict((name, {'inputs': spec['inputs']}) for name, spec in host['stages'].items()))
+    assert checked['current'] == ['drivers', 'partition'] and checked['skippable'] == ['drivers', 'partition']
+    assert checked['stages']['services']['drift'] == [
+        'unit gpufleet-svc-llm.service: enabled, active -> enabled, inactive']
+    # A stage that will run makes every stage after it run too, current or not.
+    remove_hold(host)
+    assert receipt(run_module, host, order=order)['skippable'] == []
+    forgotten = receipt(run_module, host, 'absent', stages={'partition': {}})
+    assert forgotten['changed'] is True and not os.path.exists(os.path.join(host['receipts'], 'partition.json'))
+    assert receipt(run_module, host, 'absent', stages={'partition': {}})['changed'] is False
+
+
+def test_order_and_absent_are_checked_before_anything_is_read(run_module, host):
+    with pytest.raises(ModuleFail) as failed:
+        receipt(run_module, host, order=['drivers', 'drivers'])
+    assert 'order: drivers named more than once' in failed.value.result['msg']
+    assert 'order: partition, services not in it' in failed.value.result['msg']
+    with pytest.raises(ModuleFail) as failed:
+        receipt(run_module, host, 'absent', stages={'../etc': {}})
+    assert 'stage "../etc" is not a stage name' in failed.value.result['msg']
+    assert host['system'].calls == [] and not os.path.exists(host['receipts'])
+
+
+def test_without_stages_the_check_reads_every_receipt_and_a_record_clears_the_drift_metric(run_module, host):
+    receipt(run_module, host, 'record')
+    stop_service(host)
+    assert drift_command(host) == (0, {'drivers': 0, 'partition': 0, 'services': 1})
+    alone = run_module(state_receipt, dict(receipt_dir=host['receipts']))
+    assert alone['changed'] is False and alone['current'] == ['drivers', 'partition']
+    assert alone['stages']['services']['drift'] == [
+        'unit gpufleet-svc-llm.service: enabled, active -> enabled, inactive']
+    # The run that converged the stage again records it, and the metric is 0 at once.
+    host['system'].units['gpufleet-svc-llm.service'] = ('enabled', 'active')
+    cleared = receipt(run_module, host, 'record', stages={'services': host['stages']['services']},
+                      textfile_dir=host['textfiles'])
+    assert cleared['changed'] is False  # the receipt is as it was; only the metric is written again
+    with open(os.path.join(host['textfiles'], 'gpufleet-drift.prom')) as handle:
+        assert 'gpufleet_drift{stage="services"} 0\n' in handle.read()
+    with pytest.raises(ModuleFail) as failed:
+        run_module(state_receipt, dict(state='record', receipt_dir=host['receipts']))
+    assert failed.value.result['msg'] == 'Nothing was read or changed: state=record needs stages; give each stage by name'
+
+
+def test_the_drift_command_says_when_it_cannot_write_its_metric(run_module, host, capsys):
+    receipt(run_module, host, 'record')
+    blocked = os.path.join(host['receipts'], 'drivers.json', 'textfiles')  # under a file: cannot be made
+    code = _helper_drift.main(['drift', host['receipts'], blocked], host=ReceiptHost(host['system'], pynvml))
+    assert code == 1
+    assert 'gpufleet-drift: cannot write %s' % os.path.join(blocked, 'gpufleet-drift.prom') in capsys.readouterr().err
