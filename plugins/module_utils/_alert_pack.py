@@ -25,7 +25,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._values import and_l
 # Where a metric comes from.
 DCGM_EXPORTER = 'dcgm-exporter'  # a DCGM field the exporter serves when its counters CSV lists it
 # A metric the collection writes into node_exporter's textfile directory, served by its textfile collector: the
-# gpu_watchdog role's, and the site playbook's drain (gpufleet-drain.prom, written before a host's driver upgrade).
+# gpu_watchdog role's (the watchdog's and the drift check's), and the site playbook's drain (gpufleet-drain.prom, written before a host's driver upgrade).
 NODE_TEXTFILE = 'node_exporter textfile'
 PROMETHEUS = 'Prometheus'  # Prometheus's own series for every scrape target
 
@@ -40,6 +40,7 @@ SOURCES = {
     'DCGM_FI_DEV_ENFORCED_POWER_LIMIT': DCGM_EXPORTER,
     'gpufleet_watchdog_service_remote_fraction': NODE_TEXTFILE,
     'gpufleet_host_drained': NODE_TEXTFILE,
+    'gpufleet_drift': NODE_TEXTFILE,
     'up': PROMETHEUS,
 }
 
@@ -63,6 +64,8 @@ ALERTS = (
     ('GpuExporterDown', ('up',)),
     ('GpusMissing', ('DCGM_FI_DEV_GPU_TEMP', 'up')),
     ('GpuServiceBindingDrift', ('gpufleet_watchdog_service_remote_fraction',)),
+    # The drift check's textfile metric (gpu_watchdog's gpufleet-drift.timer).
+    ('GpuHostDrifted', ('gpufleet_drift',)),
     # Planned maintenance: while it fires, Alertmanager holds back the host's other alerts.
     ('GpuHostDrained', ('gpufleet_host_drained',)),
 )

@@ -342,6 +342,10 @@ def check_monitoring(values):
     if any(value is not MISSING and not (isinstance(value, str) and _DURATION.fullmatch(value)) for value in intervals):
         check.add('monitoring_scrape_interval and monitoring_evaluation_interval are Prometheus durations with a unit, '
                   'such as 30s or 1m (got %s and %s)' % tuple(shown(value) for value in intervals))
+    drift_for = check.get('monitoring_drift_for')
+    if drift_for is not MISSING and not (isinstance(drift_for, str) and _DURATION.fullmatch(drift_for)):
+        check.add('monitoring_drift_for is a Prometheus duration with a unit, such as 15m or 0s (got %s)'
+                  % shown(drift_for))
     for name, example in (('monitoring_dcgm_exporter_port', 9400), ('monitoring_node_exporter_port', 9100)):
         value = check.get(name)
         if value is not MISSING and not (whole_number(value) is not None and 1 <= whole_number(value) <= 65535):

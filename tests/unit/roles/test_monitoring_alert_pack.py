@@ -23,9 +23,9 @@ INHIBIT = os.path.join(ROLES, 'monitoring', 'files', 'alertmanager-inhibit.yml')
 # NVIDIA's Xid catalog buckets, and what the pack does where no Xid applies.
 XID_ACTIONS = {'restart-application', 'reset-gpu', 'schedule-reset', 'reboot-host', 'drain-and-rma', 'fallen-off-bus'}
 OTHER_ACTIONS = {'investigate', 'check-cooling', 'check-power', 'restart-exporter', 'rebind-service',
-                 'wait-for-maintenance'}
+                 'wait-for-maintenance', 'run-site-stage'}
 # Alerts about a host or a service rather than one GPU: no GPU UUID to name.
-HOST_LEVEL = {'GpuExporterDown', 'GpusMissing', 'GpuServiceBindingDrift', 'GpuHostDrained'}
+HOST_LEVEL = {'GpuExporterDown', 'GpusMissing', 'GpuServiceBindingDrift', 'GpuHostDrained', 'GpuHostDrifted'}
 # Alerts that tell, and page nobody: planned maintenance.
 INFO = {'GpuHostDrained'}
 

@@ -49,7 +49,8 @@ def test_the_dcgm_fields_the_pack_reads():
         'DCGM_EXP_XID_ERRORS_COUNT', 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL', 'DCGM_FI_DEV_ROW_REMAP_FAILURE',
         'DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_FB_FREE', 'DCGM_FI_DEV_GPU_TEMP', 'DCGM_FI_DEV_POWER_USAGE',
         'DCGM_FI_DEV_ENFORCED_POWER_LIMIT']
-    assert pack.needed(pack.NODE_TEXTFILE) == ['gpufleet_watchdog_service_remote_fraction', 'gpufleet_host_drained']
+    assert pack.needed(pack.NODE_TEXTFILE) == ['gpufleet_watchdog_service_remote_fraction', 'gpufleet_drift',
+                                               'gpufleet_host_drained']
     assert pack.alerts_reading('gpufleet_host_drained') == ['GpuHostDrained']
     assert pack.alerts_reading('DCGM_EXP_XID_ERRORS_COUNT') == XID_ALERTS
     assert pack.alerts_reading('DCGM_FI_DEV_GPU_TEMP') == ['GpuTemperatureHigh', 'GpusMissing']
