@@ -14,6 +14,9 @@ What the run found on a host, by the variable that holds it (playbooks/report.ym
     failure    _gpufleet_failure (a stage's rescue), else _gpufleet_preflight_failure; a host of the run that never
                reached the report (_gpufleet_report_reached) was lost in the stage it was in (_gpufleet_stage)
     problems   what the report's reading could not read (_gpufleet_report_problem), an unreachable host
+    drift      what changed on the host since a stage converged it: the site's receipt check at the start of its
+               rollout (__gpufleet_receipts; the stages it names ran in that run), else the report's own check of
+               every receipt the host has (__gpufleet_report_receipts)
 
 Labels are the inventory's: gpufleet_dc, gpufleet_rack, and the class by the monitoring targets' rule.
 This is a private module: its API may change without notice.
@@ -76,6 +79,25 @@ def _problems(inventory, host):
     return problems
 
 
+def _drift(inventory, host):
+    """{stage: [what differs]} for each recorded stage whose state drifted (or whose receipt is unreadable)."""
+    for name in ('__gpufleet_receipts', '__gpufleet_report_receipts'):
+        stages = _result(inventory, host, name, 'stages')
+        if isinstance(stages, dict):
+            break
+    else:
+        return {}
+    drifted = {}
+    for stage, result in stages.items():
+        if not isinstance(result, dict):
+            continue
+        if result.get('error'):
+            drifted[stage] = ['receipt unreadable: %s' % result['error']]
+        elif result.get('recorded') and result.get('drift'):
+            drifted[stage] = list(result['drift'])
+    return drifted
+
+
 def _hardware_class(inventory, host):
     expected = inventory.value(host, 'gpufleet_expected_gpus')
     groups, _variable = class_groups(inventory.values(host, ('gpufleet_class_groups',)),
@@ -99,6 +121,7 @@ def host_input(inventory, host):
         'failure': _failure(inventory, host),
         'quarantined': host in inventory.groups.get(QUARANTINE_GROUP, []),
         'problems': _problems(inventory, host),
+        'drift': _drift(inventory, host),
     }
 
 

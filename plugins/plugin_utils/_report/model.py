@@ -17,6 +17,7 @@ Input is one dict per host (plugin_utils/_report/hostvars.py reads it from hostv
     failure        why the host failed in the run: a string, or the site's _gpufleet_failure (stage, task, reason)
     quarantined    whether preflight quarantined the host
     problems       what could not be read from the host (strings)
+    drift          what changed on the host since a stage of the site playbook converged it: {stage: [items]}
 
 Bad data about a host never stops the report: what the topology model or the plan reader refuses, and what cannot
 be drawn, is the host's problem, in words. Only input that is not a list of named hosts is refused
@@ -293,10 +294,24 @@ def host_model(raw):
     devices = _devices(topology)
     services = [_service(entry, topology, devices, audits, problems) for entry in entries or []]
     failed_audits = [service['name'] for service in services if service['audit']['state'] in ('fail', 'missing')]
-    return {'name': text(raw['name']), 'dc': text(raw.get('dc')), 'rack': text(raw.get('rack')),
-            'class': text(raw.get('class')), 'status': _status(raw, failure, topology, failed_audits),
-            'failure': failure, 'missing': missing, 'problems': problems, 'topology': topology, 'services': services,
-            'failed_audits': failed_audits}
+    drift = _drift_entries(raw.get('drift'), problems)
+    model = {'name': text(raw['name']), 'dc': text(raw.get('dc')), 'rack': text(raw.get('rack')),
+             'class': text(raw.get('class')), 'status': _status(raw, failure, topology, failed_audits),
+             'failure': failure, 'missing': missing, 'problems': problems, 'topology': topology, 'services': services,
+             'failed_audits': failed_audits}
+    if drift:  # only a host that drifted has the key: a fleet without drift gives the report it gave before
+        model['drift'] = drift
+    return model
+
+
+def _drift_entries(drift, problems):
+    """[{stage, items}] in stage order, from {stage: [items]}; a value of another shape is the host's problem."""
+    if not drift:
+        return []
+    if not isinstance(drift, dict) or not all(isinstance(items, list) for items in drift.values()):
+        problems.append('the drift found is not {stage: [items]} (state_receipt\'s check)')
+        return []
+    return [{'stage': text(stage), 'items': [text(item) for item in items]} for stage, items in sorted(drift.items())]
 
 
 def _count(found, key):
@@ -342,6 +357,10 @@ def summary(hosts):
         _count(result['by_dc'], dc)
         _count(result['by_class'], klass)
         _count(result['by_dc_class'].setdefault(dc, {}), klass)
+        # Only a host that drifted has drift (and a report before drift was kept has none).
+        if host.get('drift'):
+            result.setdefault('drifted_hosts', []).extend(
+                {'host': host['name'], 'stage': entry['stage'], 'items': entry['items']} for entry in host['drift'])
         if host['status'] == 'failed':
             result['failed_hosts'].append({'host': host['name'], 'reason': host['failure']})
         elif host['status'] == 'quarantined':

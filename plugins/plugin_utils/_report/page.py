@@ -77,6 +77,8 @@ def _summary_html(data):
               ['failed hosts', len(found['failed_hosts'])], ['quarantined hosts', len(found['quarantined_hosts'])],
               ['hosts without facts', len(found['unknown_hosts'])], ['hosts without GPUs', len(found['hosts_without_gpus'])],
               ['hosts not in this run', len(found['not_in_run'])]]
+    if found.get('drifted_hosts'):
+        counts.append(['hosts drifted', len(set(item['host'] for item in found['drifted_hosts']))])
     parts = ['<section id="summary"><h2>Fleet summary</h2><div class="tables">',
              '<div><h3>Hosts by data centre and class</h3>%s</div>' % _table(['data centre'] + classes + ['hosts'], dc_rows),
              '<div><h3>GPUs by model</h3>%s</div>' % _table(['model', 'GPUs', 'MIG on', 'MIG instances', 'profiles'], gpu_rows),
@@ -89,6 +91,10 @@ def _summary_html(data):
                '; '.join(item['reasons'])] for item in found['failed_audits']]
     parts.append('<h3>Hosts failed, quarantined or unread</h3>%s' % (
         _table(['', 'host', 'why'], problems) if problems else '<p class="ok">none</p>'))
+    drifted = [[item['host'], item['stage'], '; '.join(item['items'])] for item in found.get('drifted_hosts') or []]
+    if drifted:
+        parts.append('<h3 id="drift">Drift since the site playbook converged them</h3>%s'
+                     % _table(['host', 'stage', 'what changed'], drifted))
     parts.append('<h3 id="failed-audits">Failed audits</h3>%s' % (
         _table(['host', 'service', 'remote', 'reasons'], audits) if audits else '<p class="ok">none</p>'))
     if found['not_in_run']:
@@ -146,6 +152,9 @@ def host_html(host):
         parts.append('<p class="problems">%s: %s</p>' % ('Quarantined' if host['status'] == 'quarantined' else 'Failed', _e(host['failure'])))
     parts.extend('<p class="missing" data-missing="%s">Missing: %s</p>' % (_e(item.split(' ')[0]), _e(item)) for item in host['missing'])
     parts.extend('<p class="missing problems">%s</p>' % _e(problem) for problem in host['problems'])
+    parts.extend('<p class="problems" data-drift="%s">Drifted since the %s stage converged it: %s</p>'
+                 % (_e(entry['stage']), _e(entry['stage']), _e('; '.join(entry['items'])))
+                 for entry in host.get('drift') or [])
     parts.append(draw_host(host))
     if host['services']:
         rows = [[service['name'], service['cpulist'] or '-', format_cpulist(service['mems']) or '-',

@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import 
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.diff import change_count, diff_reports
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.files import (
     HTML_NAME, JSON_NAME, PREVIOUS_NAME, plan_report, read_previous)
+from ansible_collections.gpufleet.core.plugins.plugin_utils._report.hostvars import host_input
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.model import FleetReportError, build_report
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.page import render_html
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.slices import WIDEST_SLICES, gpu_slices, slices_of
@@ -502,3 +503,53 @@ def test_the_action_reads_the_hosts_writes_keeps_the_previous_and_changes_nothin
         'draw); hosts entry 2 is not a host name (hosts lists the inventory names of the hosts to draw); host nowhere '
         'is not in the inventory; list the inventory names of the hosts to draw')
     assert not (tmp_path / 'bad').exists()
+
+
+class Inventory:
+    """What hostvars.py reads: each host's variables, and the groups."""
+
+    def __init__(self, hostvars):
+        self.hostvars, self.groups = hostvars, {}
+
+    def value(self, host, name, default=None):
+        return self.hostvars[host].get(name, default)
+
+    def values(self, host, names):
+        return dict((name, self.hostvars[host][name]) for name in names if name in self.hostvars[host])
+
+
+def test_drift_is_read_from_the_runs_check_else_the_reports_and_listed_on_the_page(fleet):
+    unit = 'unit gpufleet-svc-llm.service: enabled, active -> enabled, inactive'
+    inventory = Inventory({
+        # The site's check at the start of its rollout: services drifted; drivers has no receipt yet (not drift).
+        'site': {'__gpufleet_receipts': {'stages': {
+            'services': {'current': False, 'recorded': True, 'drift': [unit]},
+            'drivers': {'current': False, 'recorded': False, 'drift': ['no receipt: ...']},
+            'exporter': {'current': False, 'recorded': True, 'inputs_changed': True, 'drift': []}}},
+            '__gpufleet_report_receipts': {'stages': {'watchdog': {'error': 'not this one'}}}},
+        # The report's own check, with a receipt it cannot read.
+        'alone': {'__gpufleet_report_receipts': {'stages': {'partition': {'error': 'x.json is not JSON'}}}},
+        'none': {},
+    })
+    assert host_input(inventory, 'site')['drift'] == {'services': [unit]}
+    assert host_input(inventory, 'alone')['drift'] == {'partition': ['receipt unreadable: x.json is not JSON']}
+    assert host_input(inventory, 'none')['drift'] == {}
+    hosts = [dict(copy.deepcopy(fleet[0]), drift={'services': [unit], 'drivers': ['hold x: held -> not held']}),
+             dict(copy.deepcopy(fleet[1]), drift={}), dict(copy.deepcopy(fleet[2]), drift='garbage')]
+    data, html = page(hosts)
+    models = dict((host['name'], host) for host in data['hosts'])
+    assert models[fleet[0]['name']]['drift'] == [{'stage': 'drivers', 'items': ['hold x: held -> not held']},
+                                                 {'stage': 'services', 'items': [unit]}]
+    assert 'drift' not in models[fleet[1]['name']]
+    assert 'the drift found is not {stage: [items]}' in models[fleet[2]['name']]['problems'][-1]
+    assert [(item['host'], item['stage']) for item in data['summary']['drifted_hosts']] == [
+        (fleet[0]['name'], 'drivers'), (fleet[0]['name'], 'services')]
+    heading = [h3 for h3 in dom.parse(html).find_all('h3') if h3.attrs.get('id') == 'drift'][0]
+    table = heading.parent.children[heading.parent.children.index(heading) + 1]
+    assert [[cell.all_text() for cell in row.find_all('td')] for row in table.find_all('tr')][1:] == [
+        [fleet[0]['name'], 'drivers', 'hold x: held -> not held'], [fleet[0]['name'], 'services', unit]]
+    assert html.count('data-drift="services"') == 1
+    assert '<td>hosts drifted</td><td>1</td>' in html
+    # A fleet without drift gives the report it gave before drift was kept: no section, no count, no key.
+    data, html = page(fleet[1:2])
+    assert 'id="drift"' not in html and 'hosts drifted' not in html and 'drifted_hosts' not in data['summary']
