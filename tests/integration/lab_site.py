@@ -11,9 +11,9 @@ Steps, in order (each one starts from where the previous one left the lab; each 
                changed=0 (a second run changes nothing), every audit passes, and the summary ends with Prometheus's
                address and every target up
   rolling      a MIG change on the A100 group, one host at a time: a probe sees both hosts' services never down at once
-  lost         a host's container stops during the partition stage of a run of its data centre: the run goes on
-               within max_fail_percentage and names it; once it is back, a run limited to it (no fact cache)
-               converges it
+  lost         a host's container stops during the partition stage of a full run of its data centre
+               (gpufleet_full_run): the run goes on within max_fail_percentage and names it; once it is back (its MIG
+               instances gone), a run limited to it (no fact cache) finds the drift and converges it
   monitoring   the monitoring host's Prometheus (hk2-cpu-01) scrapes every host's exporters through the targets the
                site generated from the inventory: every target up with its labels, every alert of the pack loaded
   report       a service's binding broken by hand, then the report playbook alone: the page shows that audit failed and
@@ -32,6 +32,11 @@ Steps, in order (each one starts from where the previous one left the lab; each 
                service over its GPU memory budget is restarted alone, until the rate limit holds it; a GPU falls off
                the bus (Xid 79): quarantined once, never in a loop, and the pack's alert fires in Prometheus, where
                the watchdog's metrics are; no other service, host or GPU is touched
+  drift        an MPS daemon added on hk2-h100-01, then six drifts by hand there (a unit file edited, a package hold
+               removed, daemon.json changed, a MIG instance destroyed, an MPS limit changed, a service stopped): the
+               drift check names each on its stage, gpufleet_drift and GpuHostDrifted reach Prometheus, and a site
+               run of that host and a converged one names each drift in its check, goes through the stages from the
+               first that drifted there and through none on the other, and corrects each (docs/drift.md)
 
 The upgrade steps come before faults: faults' Xid 79 keeps GpuFallenOffBus firing for up to 10 minutes (5 minutes of
 dcgm-exporter's Xid window, then the rule's max_over_time), which a health gate would rightly count against the host.
@@ -50,6 +55,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -343,8 +349,10 @@ def step_lost():
             stopped.append(subprocess.run(['podman', 'stop', '-t', '0', container(lost)], stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, check=False).returncode)
 
-    # The data centre hk2 (three hosts, one batch): one lost host is 33% of it, within a limit of 34%.
-    rc, output, recap, summary = site(dict(ONE_BATCH, gpufleet_max_fail_percentage=34), limit='dc_hk2', watch=watch)
+    # The data centre hk2 (three hosts, one batch): one lost host is 33% of it, within a limit of 34%. Its hosts are
+    # converged, so their receipts would skip every stage: a full run goes through them all.
+    rc, output, recap, summary = site(dict(ONE_BATCH, gpufleet_max_fail_percentage=34, gpufleet_full_run=True),
+                                      limit='dc_hk2', watch=watch)
     check(stopped == [0], 'the container was not stopped during the partition stage', output)
     check(rc != 0, 'a lost host did not fail the run', output)
     check(line_of(summary, lost).startswith(lost + ': UNREACHABLE during the partition stage: '),
@@ -891,8 +899,169 @@ def step_rollback():
     print('lab_site: rollback: %s back on %s' % (', '.join(behind), DRIVER_OLD))
 
 
+DRIFT_HOST = 'hk2-h100-01'
+# The hosts of step drift's run: the drifted host and one that is converged. Not hk1-a100-01, whose llm step faults
+# left over its memory budget (its alert would fail the health gate), nor hk2-h200-01, whose GPU it took off the bus.
+DRIFT_RUN = 'hk1-a100-02,' + DRIFT_HOST
+DRIFT_METRICS = '/var/lib/prometheus/node-exporter/gpufleet-drift.prom'
+DRIFT_MPS_GPU = 3  # a GPU of hk2-h100-01 no service uses
+DRIFT_MPS_USER = 'gpufleet-mps-lab'
+CHECK_TASK = 'Which stages are converged on this host (state receipts)'
+RECEIPT_STAGES = ['drivers', 'exporter', 'partition', 'services', 'watchdog']
+
+
+def drift_metric(host):
+    """The drift check on HOST, as its timer runs it: {stage: (drifted, items)} from the metric file it writes."""
+    on_host(host, 'systemctl start gpufleet-drift.service')
+    return written_drift_metric(host)
+
+
+def written_drift_metric(host):
+    text = on_host(host, 'cat %s' % DRIFT_METRICS)
+    values = {}
+    for name, stage, value in re.findall(r'^(gpufleet_drift(?:_items)?)\{stage="(\w+)"\} (\d+)$', text, re.M):
+        values.setdefault(stage, [0, 0])[name == 'gpufleet_drift_items'] = int(value)
+    return dict((stage, tuple(value)) for stage, value in values.items())
+
+
+def task_results(output, task):
+    """{host: result} of TASK in a -v run's output."""
+    section = output.split('TASK [%s]' % task, 1)[1].split('\nTASK [', 1)[0]
+    results = {}
+    for match in re.finditer(r'^(?:ok|changed): \[([^\]]+)\] => ', section, re.M):
+        results[match.group(1)] = json.JSONDecoder().raw_decode(section[match.end():])[0]
+    return results
+
+
+def included_stages(output):
+    """{host: [stage]}: the stages each host went through (their task files included), in order."""
+    found = {}
+    for stage, hosts in re.findall(r'^included: \S+/playbooks/fleet/tasks/(\w+)\.yml for (.+)$', output, re.M):
+        for host in hosts.split(', '):
+            found.setdefault(host.strip(), []).append(stage)
+    return found
+
+
+def mps_threads(host, pipe):
+    answer = on_host(host, 'echo get_default_active_thread_percentage | CUDA_MPS_PIPE_DIRECTORY=%s '
+                           'nvidia-cuda-mps-control' % pipe)
+    return answer.strip()
+
+
+def mig_instances(host, uuid):
+    """The ids of the GPU instances on GPU UUID of HOST (the simulator's state)."""
+    return sorted(gi['id'] for gi in json.loads(on_host(host, 'cat %s' % SIM_STATE))['gpus'][uuid]['gpu_instances'])
+
+
+# Destroys a GPU instance and its compute instances through NVML, as nvidia-smi mig -dci and -dgi do:
+# % (GPU UUID, GPU instance id, [compute instance ids]).
+DESTROY_GPU_INSTANCE = (
+    "python3 -c 'import pynvml; pynvml.nvmlInit(); "
+    "gpu = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount()) "
+    "if pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)) in (\"%s\", b\"%s\")][0]; "
+    "gi = pynvml.nvmlDeviceGetGpuInstanceById(gpu, %d); "
+    "[pynvml.nvmlComputeInstanceDestroy(pynvml.nvmlGpuInstanceGetComputeInstanceById(gi, ci)) for ci in %r]; "
+    "pynvml.nvmlGpuInstanceDestroy(gi)'")
+
+
+def step_drift():
+    # An MPS daemon on DRIFT_HOST (the lab has none otherwise): tests/mps_sim's double, one daemon on a free GPU.
+    subprocess.check_call(['podman', 'cp', os.path.join(REPO, 'tests', 'mps_sim', 'nvidia-cuda-mps-control'),
+                           '%s:/usr/bin/nvidia-cuda-mps-control' % container(DRIFT_HOST)])
+    on_host(DRIFT_HOST, "sed -i '1s,.*,#!/usr/bin/python3,' /usr/bin/nvidia-cuda-mps-control && "
+                        "chmod 0755 /usr/bin/nvidia-cuda-mps-control")
+    described = json.loads(on_host(DRIFT_HOST, 'cat %s' % SIM_HOST))
+    gpu_uuid = described['gpus'][DRIFT_MPS_GPU]['uuid']
+    pipe = '/run/gpufleet-mps/%s' % gpu_uuid
+    host_vars(DRIFT_HOST, {'mps_daemons': [{'device': gpu_uuid, 'user': DRIFT_MPS_USER,
+                                            'default_active_thread_percentage': 50}]})
+    rc, output, _recap, _summary = site(limit=DRIFT_HOST)
+    check(rc == 0, 'the run that added an MPS daemon failed', output)
+    check(mps_threads(DRIFT_HOST, pipe) == '50.0' or mps_threads(DRIFT_HOST, pipe) == '50',
+          'the MPS daemon does not serve 50%% of the SMs: %s' % mps_threads(DRIFT_HOST, pipe))
+    converged = dict((stage, (0, 0)) for stage in RECEIPT_STAGES)
+    check(drift_metric(DRIFT_HOST) == converged, 'the drift check finds drift on a converged host: %s'
+          % drift_metric(DRIFT_HOST))
+
+    # The six kinds of drift, by hand: two in the drivers stage, two in partition, two in services.
+    plan = on_host(DRIFT_HOST, 'cat %s' % PLAN_FILE)
+    state = json.loads(on_host(DRIFT_HOST, 'cat %s' % SIM_STATE))
+    mig_uuid, mig_state = [(uuid, gpu) for uuid, gpu in sorted(state['gpus'].items()) if gpu.get('gpu_instances')][0]
+    spare = [gi['id'] for gi in mig_state['gpu_instances']
+             if not any(ci.get('uuid') and ci['uuid'] in plan for ci in gi.get('compute_instances', []))]
+    check(spare, 'no MIG instance of %s is free to destroy: %s' % (DRIFT_HOST, mig_state['gpu_instances']))
+    before_mig = mig_instances(DRIFT_HOST, mig_uuid)
+    for command in [
+        'echo "# edited by hand" >> /etc/systemd/system/%s' % SERVICES[0],
+        'apt-mark unhold nvidia-container-toolkit',
+        'echo "{}" > /etc/docker/daemon.json',
+        DESTROY_GPU_INSTANCE % (mig_uuid, mig_uuid, spare[0], [ci['id'] for gi in mig_state['gpu_instances']
+                                                               if gi['id'] == spare[0]
+                                                               for ci in gi.get('compute_instances', [])]),
+        'echo set_default_active_thread_percentage 100 | CUDA_MPS_PIPE_DIRECTORY=%s nvidia-cuda-mps-control' % pipe,
+        'systemctl stop %s' % SERVICES[1],
+    ]:
+        on_host(DRIFT_HOST, command)
+    check(len(mig_instances(DRIFT_HOST, mig_uuid)) == len(before_mig) - 1, 'the MIG instance was not destroyed')
+    drifted = dict(converged, drivers=(1, 2), partition=(1, 2), services=(1, 2))
+    check(drift_metric(DRIFT_HOST) == drifted, 'the drift check did not see each drift on its stage: %s'
+          % drift_metric(DRIFT_HOST))
+
+    # The timer's metric in the lab's Prometheus, and the pack's alert for each drifted stage.
+    query = urllib.parse.quote('gpufleet_drift{host="%s"} == 1' % DRIFT_HOST)
+    until('gpufleet_drift is 1 in Prometheus for drivers, partition and services on %s' % DRIFT_HOST,
+          lambda: sorted(r['metric']['stage'] for r in prometheus('/api/v1/query?query=' + query)['result'])
+          == ['drivers', 'partition', 'services'], timeout=60)
+    alerts = until('GpuHostDrifted firing for %s\'s three drifted stages' % DRIFT_HOST, lambda: sorted(
+        alert['labels']['stage'] for alert in prometheus('/api/v1/alerts')['alerts']
+        if alert['labels']['alertname'] == 'GpuHostDrifted' and alert['state'] == 'firing'
+        and alert['labels'].get('host') == DRIFT_HOST) == ['drivers', 'partition', 'services'], timeout=60)
+
+    # The fast check: one site run on the drifted host and a converged one. The drifted host goes through every stage
+    # from the first that drifted; the converged one through none (the audit runs everywhere).
+    rc, output, recap, _summary = site(dict(ONE_BATCH, gpufleet_health_gate_soak=15), limit=DRIFT_RUN,
+                                       env={'ANSIBLE_VERBOSITY': '1'})
+    check(rc == 0, 'the run that corrects the drift failed', output)
+    checks = task_results(output, CHECK_TASK)
+    found = checks[DRIFT_HOST]['stages']
+    expected = {'drivers': ['hold nvidia-container-toolkit: held -> not held', 'file /etc/docker/daemon.json: '],
+                'partition': ['mig %s: ' % mig_uuid, 'mps %s: ' % pipe],
+                'services': ['file /etc/systemd/system/%s: ' % SERVICES[0], 'unit %s: ' % SERVICES[1]]}
+    for stage, items in expected.items():
+        check(len(found[stage]['drift']) == len(items) and all(
+            any(line.startswith(item) for line in found[stage]['drift']) for item in items),
+            'the run\'s check did not name each drift of the %s stage: %s' % (stage, found[stage]['drift']))
+    check([stage for stage in RECEIPT_STAGES if found[stage]['current']] == ['exporter', 'watchdog']
+          and checks[DRIFT_HOST]['skippable'] == [], 'the drifted host\'s check: %s' % checks[DRIFT_HOST], output)
+    check(checks['hk1-a100-02']['skippable'] == RECEIPT_STAGES, 'the converged host\'s check: %s' % checks['hk1-a100-02'])
+    stages = included_stages(output)
+    check(stages.get(DRIFT_HOST) == RECEIPT_STAGES[:4] + ['verify', 'watchdog'] and stages.get('hk1-a100-02') == ['verify'],
+          'the stages each host went through: %s' % stages, output)
+    check(recap['hk1-a100-02']['changed'] == 0 and recap[DRIFT_HOST]['changed'] > 0, 'changed: %s' % recap, output)
+
+    # Each drift corrected, and the metric cleared by the run itself.
+    check(written_drift_metric(DRIFT_HOST) == converged, 'the run did not clear the drift metric: %s'
+          % written_drift_metric(DRIFT_HOST))
+    check('# edited by hand' not in on_host(DRIFT_HOST, 'cat /etc/systemd/system/%s' % SERVICES[0]),
+          'the unit file keeps the edit')
+    check('nvidia-container-toolkit' in on_host(DRIFT_HOST, 'apt-mark showhold').split(), 'the hold is not back')
+    check('nvidia' in json.loads(on_host(DRIFT_HOST, 'cat /etc/docker/daemon.json')).get('runtimes', {}),
+          'daemon.json has no nvidia runtime again')
+    check(len(mig_instances(DRIFT_HOST, mig_uuid)) == len(before_mig), 'the MIG layout is not back')
+    check(mps_threads(DRIFT_HOST, pipe) in ('50', '50.0'), 'the MPS limit is not back: %s' % mps_threads(DRIFT_HOST, pipe))
+    check(on_host(DRIFT_HOST, 'systemctl is-active %s' % SERVICES[1], check_rc=False).strip() == 'active',
+          '%s is not running again' % SERVICES[1])
+    check(drift_metric(DRIFT_HOST) == converged, 'the drift check after the run: %s' % drift_metric(DRIFT_HOST))
+    until('GpuHostDrifted resolved for %s' % DRIFT_HOST, lambda: not [
+        alert for alert in prometheus('/api/v1/alerts')['alerts']
+        if alert['labels']['alertname'] == 'GpuHostDrifted' and alert['labels'].get('host') == DRIFT_HOST], timeout=60)
+    print('lab_site: drift: 6 drifts on %s in 3 stages, each named by the drift check, the alert (%s) and the run\'s '
+          'check; the run went through %s there and through none of them on hk1-a100-02' % (
+              DRIFT_HOST, ', '.join(alerts and ['drivers', 'partition', 'services']), ', '.join(stages[DRIFT_HOST])))
+
+
 STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'report', 'upgrade', 'upgrade_fault',
-         'rollback', 'faults']
+         'rollback', 'faults', 'drift']
 
 
 def main(argv):

@@ -162,6 +162,10 @@ def zz_lab_yml(repo_json, subnet):
         'monitoring_evaluation_interval: 5s',
         '# The health gate after each batch waits a few seconds, not a minute, before it asks that Prometheus.',
         'gpufleet_health_gate_soak: 3',
+        '# The drift check runs when step drift runs it (not on its timer, which could meet a run half way and fire',
+        '# GpuHostDrifted into an upgrade\'s health gate), and its alert fires at the first evaluation.',
+        'gpu_watchdog_drift_interval_sec: 3600',
+        'monitoring_drift_for: 0s',
     ]) + '\n'
 
 
