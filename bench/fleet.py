@@ -1,14 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Benchmark: the site playbook on 1, 4 and 16 lab hosts, first run and no-change re-run, against Ansible's floor.
+"""Benchmark: the site playbook on 1, 4 and 16 lab hosts: first run, no-change re-run and full run, against the floor.
 
 For each size the lab (tests/lab/lab.sh, docs/lab.md) is made again from nothing with that many reference A100 hosts
 (2x 4 GPUs, the example fleet's a100_pcie_4x class; half in data centre hk1's rack hk1_rack_a, half in hk2's
 hk2_rack_b), the fact cache is emptied, and then, as `make site` runs it (examples/hk-fleet, its ansible.cfg):
 1. the first run of examples/hk-fleet/site.yml: bare hosts to converged, audited hosts;
-2. the no-change re-run, which must report changed=0 on every host;
-3. the floor: a playbook of as many tasks per host as the re-run ran, on the same hosts with the same ansible.cfg,
-   that do nothing: the re-run's `ok` count as ansible.builtin.ping (a module run on the host, as each of the
-   re-run's tasks that reached the host is) and its `skipped` count as tasks skipped by `when: false`.
+2. the no-change re-run, which must report changed=0 on every host: each stage whose receipt shows the host
+   converged is skipped (docs/drift.md);
+3. the full run, `-e gpufleet_full_run=true`: every stage checked as a re-run did before receipts, which must report
+   changed=0 on every host too;
+4. the floor: a playbook of as many tasks per host as the full run ran, on the same hosts with the same ansible.cfg,
+   that do nothing: the full run's `ok` count as ansible.builtin.ping (a module run on the host, as each of the
+   run's tasks that reached the host is) and its `skipped` count as tasks skipped by `when: false`;
+5. the drift check on each host (the helper bundle's drift command, as gpufleet-drift.timer runs it), 5 times: its
+   CPU time on the host and its wall time.
 For each run: wall time, the controller's CPU time (user + system of ansible-playbook, its workers and the ssh
 clients it waited for), and the tasks per host from the play recap. The machine's load is recorded before and after.
 
@@ -92,9 +97,9 @@ def playbook_env():
     return env
 
 
-def timed_playbook(name, playbook, size, env):
+def timed_playbook(name, playbook, size, env, extra=()):
     log = os.path.join(WORK, '%d-%s.log' % (size, name))
-    command = [os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', INVENTORY, playbook]
+    command = [os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'), '-i', INVENTORY, playbook] + list(extra)
     status, wall, cpu, output = run(command, log, env=env, cwd=EXAMPLE)
     hosts = recap(output)
     if status != 0 or len(hosts) != size or any(h['failed'] or h['unreachable'] for h in hosts.values()):
@@ -128,19 +133,55 @@ def measure(size, env):
     site = os.path.join(EXAMPLE, 'site.yml')
     first = timed_playbook('first', site, size, env)
     again = timed_playbook('again', site, size, env)
-    changed = sum(h['changed'] for h in again['hosts'].values())
-    if changed:
-        sys.exit('bench/fleet.py: the re-run on %d hosts changed %d things; it must change nothing' % (size, changed))
-    ok, skipped = median_of(again['hosts'], 'ok'), median_of(again['hosts'], 'skipped')
+    full = timed_playbook('full', site, size, env, ['-e', '{"gpufleet_full_run": true}'])
+    for name, measured in (('re-run', again), ('full run', full)):
+        changed = sum(h['changed'] for h in measured['hosts'].values())
+        if changed:
+            sys.exit('bench/fleet.py: the %s on %d hosts changed %d things; it must change nothing'
+                     % (name, size, changed))
+    ok, skipped = median_of(full['hosts'], 'ok'), median_of(full['hosts'], 'skipped')
     floor_yml = os.path.join(WORK, 'floor-%d.yml' % size)
     with open(floor_yml, 'w') as handle:
         handle.write(floor_playbook(ok, skipped))
     floor = timed_playbook('floor', floor_yml, size, env)
-    result = {'size': size, 'first': first, 'again': again, 'floor': floor, 'ok': ok, 'skipped': skipped,
-              'started': started, 'load_before': load_before, 'load_after': loadavg()}
+    drift = drift_check_cost(size)
+    result = {'size': size, 'first': first, 'again': again, 'full': full, 'floor': floor, 'ok': ok,
+              'skipped': skipped, 'drift': drift, 'started': started, 'load_before': load_before,
+              'load_after': loadavg()}
     with open(os.path.join(WORK, 'result-%d.json' % size), 'w') as handle:
         json.dump(result, handle, indent=1)
     return result
+
+
+# On a lab host: the drift command as gpufleet-drift.timer runs it, its CPU time (user + system of it and its
+# children: dpkg-query, systemctl, the MPS control client) and wall time, printed as one JSON line.
+DRIFT_PROBE = (
+    'import json, resource, subprocess, time\n'
+    'started = time.monotonic()\n'
+    'status = subprocess.call(["/usr/bin/python3", "/usr/local/lib/gpufleet/gpufleet-helpers.pyz", "drift"],'
+    ' stdout=subprocess.DEVNULL)\n'
+    'usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n'
+    'print(json.dumps({"status": status, "wall": time.monotonic() - started,'
+    ' "cpu": usage.ru_utime + usage.ru_stime}))\n')
+
+
+def drift_check_cost(size, times=5):
+    """The drift check on every host, TIMES each: the median CPU and wall seconds per check, over all hosts."""
+    samples = []
+    for i in range(size):
+        for _time in range(times):
+            out = subprocess.check_output(['podman', 'exec', 'gpufleet-lab-bench-a100-%02d' % (i + 1), 'python3', '-c',
+                                           DRIFT_PROBE], universal_newlines=True)
+            sample = json.loads(out.strip().splitlines()[-1])
+            if sample['status'] != 0:
+                sys.exit('bench/fleet.py: the drift check on bench-a100-%02d exited %d: a converged host must have no '
+                         'drift' % (i + 1, sample['status']))
+            samples.append(sample)
+    cost = {'cpu': statistics.median(s['cpu'] for s in samples), 'wall': statistics.median(s['wall'] for s in samples),
+            'checks': len(samples)}
+    print('  drift    %7.3f s CPU %7.3f s wall per check on the host (median of %d)'
+          % (cost['cpu'], cost['wall'], cost['checks']), flush=True)
+    return cost
 
 
 def loadavg():
@@ -148,25 +189,32 @@ def loadavg():
 
 
 def report(results):
-    out = ['# Benchmark: the site playbook on the lab, first run and no-change re-run against the floor', '',
+    out = ['# Benchmark: the site playbook on the lab, first run, no-change re-run and full run against the floor', '',
            'Made by `.venv/bin/python bench/fleet.py --sizes %s` on this development machine: %d CPUs, Python %s '
            '(controller), ansible-core %s; every host a reference A100 lab host (2 NUMA nodes, 4 simulated A100 80GB, '
            'the LLM and image services of examples/hk-fleet). The lab\'s containers run on the same machine as the '
            'controller.'
            % (' '.join(str(r['size']) for r in results), os.cpu_count(), platform.python_version(),
               ansible_core_version()), '',
-           '| hosts | run | wall time | controller CPU time | tasks per host (ok / skipped) | changed | '
-           'wall / floor | CPU / floor |',
-           '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
+           '| hosts | run | wall time | controller CPU time | CPU per host | tasks per host (ok / skipped) | '
+           'changed | CPU / full run | CPU / floor |',
+           '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
-        for name, label in (('first', 'first run'), ('again', 'no-change re-run'), ('floor', 'floor')):
+        for name, label in (('first', 'first run'), ('again', 'no-change re-run'),
+                            ('full', 'full run (gpufleet_full_run)'), ('floor', 'floor')):
             m = r[name]
             hosts = m['hosts']
-            floor = r['floor']
-            ratio = '' if name == 'floor' else '%.2fx | %.2fx' % (m['wall'] / floor['wall'], m['cpu'] / floor['cpu'])
-            out.append('| %d | %s | %.1f s | %.1f s | %d / %d | %d | %s |'
-                       % (r['size'], label, m['wall'], m['cpu'], median_of(hosts, 'ok'), median_of(hosts, 'skipped'),
-                          sum(h['changed'] for h in hosts.values()), ratio or ' | '))
+            ratios = ('' if name in ('full', 'floor') else '%.2fx' % (m['cpu'] / r['full']['cpu']),
+                      '' if name == 'floor' else '%.2fx' % (m['cpu'] / r['floor']['cpu']))
+            out.append('| %d | %s | %.1f s | %.1f s | %.2f s | %d / %d | %d | %s | %s |'
+                       % (r['size'], label, m['wall'], m['cpu'], m['cpu'] / r['size'], median_of(hosts, 'ok'),
+                          median_of(hosts, 'skipped'), sum(h['changed'] for h in hosts.values()), ratios[0],
+                          ratios[1]))
+    out += ['', 'The drift check on a converged host (the helper bundle\'s drift command, as gpufleet-drift.timer '
+            'runs it), its CPU time on the host and its wall time, the median of %s checks:' % ', '.join(
+                str(r['drift']['checks']) for r in results), '']
+    out += ['- %d host(s): %.3f s CPU, %.3f s wall per check.' % (r['size'], r['drift']['cpu'], r['drift']['wall'])
+            for r in results]
     out += ['', 'When each size was measured, and the load average (1, 5, 15 min) before and after its runs:', '']
     out += ['- %d host(s): %s, load %s before, %s after.' % (r['size'], r['started'], r['load_before'], r['load_after'])
             for r in results]
