@@ -86,3 +86,17 @@ def test_the_check_holds_a_path_the_owns_lack():
     assert uncovered('/etc/gpufleet/{{ item.device }}.env', "files: ['/etc/gpufleet/x']") == ['.env']
     assert uncovered('{{ mps_config_dir }}/x.conf', "files: [x.conf]") == ['mps_config_dir']
     assert uncovered('/etc/systemd/system/{{ item }}', "- /etc/systemd/system/a") == []
+
+
+def test_what_mps_owns_renders_to_each_daemons_files_and_unit():
+    from .conftest import RoleRender
+    plan = [{'device': 'GPU-aaa', 'pipe_directory': '/run/gpufleet-mps/GPU-aaa'},
+            {'device': 'MIG-bbb', 'pipe_directory': '/run/gpufleet-mps/MIG-bbb'}]
+    owns = RoleRender('mps', _mps_plan=plan).value('_mps_owns')
+    assert owns['files'] == ['/usr/local/lib/gpufleet/gpufleet-helpers.pyz', '/etc/systemd/system/gpufleet-mps@.service',
+                             '/etc/gpufleet/mps/GPU-aaa.env', '/etc/gpufleet/mps/MIG-bbb.env',
+                             '/etc/systemd/system/gpufleet-mps@GPU-aaa.service.d/gpufleet.conf',
+                             '/etc/systemd/system/gpufleet-mps@MIG-bbb.service.d/gpufleet.conf']
+    assert owns['units'] == ['gpufleet-mps@GPU-aaa.service', 'gpufleet-mps@MIG-bbb.service']
+    assert owns['mps'] == [{'pipe_directory': '/run/gpufleet-mps/GPU-aaa', 'devices': ['GPU-aaa']},
+                           {'pipe_directory': '/run/gpufleet-mps/MIG-bbb', 'devices': ['MIG-bbb']}]
