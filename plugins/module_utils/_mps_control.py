@@ -16,10 +16,11 @@ from ansible_collections.gpufleet.core.plugins.module_utils._errors import Gpufl
 import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, mps_size, percentage, size_mb
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid
 
 NO_DAEMON = 'Cannot find MPS control daemon process'
-# How the daemon names a device: its ordinal after CUDA_VISIBLE_DEVICES, or a GPU-/MIG- UUID.
-_DEVICE = re.compile(r'\d+|(?:GPU|MIG)-[0-9A-Fa-f-]+')
+# How the daemon names a device: its ordinal after CUDA_VISIBLE_DEVICES, or a GPU-/MIG- UUID (is_device_uuid).
+_ORDINAL = re.compile(r'[0-9]+')
 # A set_* command succeeds silently or echoes the value it set; any other answer is the daemon's refusal.
 _ECHO = re.compile(r'\d+(?:\.\d+)?')
 
@@ -113,7 +114,7 @@ def validate(wanted_percentage, limits):
         limits = {}
     elif not isinstance(limits, dict):
         limits = {'0': limits}
-    bad_devices = sorted(str(device) for device in limits if not _DEVICE.fullmatch(str(device)))
+    bad_devices = sorted(str(device) for device in limits if not (_ORDINAL.fullmatch(str(device)) or is_device_uuid(device)))
     if bad_devices:
         raise MpsControlError('default_pinned_mem_limit: %s %s not a device as the daemon names it (an ordinal such '
                               'as "0", or a GPU-/MIG- UUID)'

@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._errors import Gpufl
 from ansible_collections.gpufleet.core.plugins.module_utils._audit_readings import gpu_holders, memory_nodes, parse_numa_maps, parse_policies
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import MEMORY_POLICIES, PlanError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid
 
 CONTAINER_RUNTIMES = ('podman', 'docker')
 # Where systemd's cgroup tree lives, below the sysfs root: pure v2, then the v1 hybrid name hierarchy
@@ -33,7 +34,6 @@ CGROUP_TREES = (('fs', 'cgroup'), ('fs', 'cgroup', 'systemd'), ('fs', 'cgroup', 
 _STATUS_FIELD = re.compile(r'^(\w+):\s*(.*)$', re.MULTILINE)
 # A longer context-switch sample only delays the answer.
 MAX_SAMPLE_SECONDS = 300
-_UUID = re.compile(r'(GPU|MIG)-[0-9A-Za-z-]+')
 
 
 class NumaAuditError(GpufleetError):
@@ -175,7 +175,7 @@ def _expectation(raw, where):
     if gpus is not None:
         if isinstance(gpus, str) or not isinstance(gpus, (list, tuple)):
             raise NumaAuditError('%s.expect.gpus must be a list of GPU-/MIG- UUIDs' % where)
-        bad = [gpu for gpu in gpus if not isinstance(gpu, str) or not _UUID.fullmatch(gpu)]
+        bad = [gpu for gpu in gpus if not is_device_uuid(gpu)]
         if bad:
             raise NumaAuditError('%s.expect.gpus: %s is not a GPU-... or MIG-... UUID; name GPUs by UUID '
                                  '(indices reorder), as topology_facts reports them' % (where, bad[0]))

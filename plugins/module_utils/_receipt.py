@@ -25,7 +25,7 @@ import os
 import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-from ansible_collections.gpufleet.core.plugins.module_utils._values import is_path, is_unit_name, shown
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid, is_path, is_unit_name, shown
 
 RECEIPT_VERSION = 1
 RECEIPT_DIR = '/var/lib/gpufleet/receipts'
@@ -71,7 +71,7 @@ def _mps_problems(where, value):
         if not isinstance(daemon['pipe_directory'], str) or not is_path(daemon['pipe_directory']):
             problems.append('%s.pipe_directory: %s is not an absolute path' % (here, shown(daemon['pipe_directory'])))
         problems.extend(_list_problems(here + '.devices', daemon['devices'],
-                                       lambda ref: bool(re.fullmatch(r'(GPU|MIG)-[0-9A-Za-z/-]+', ref)),
+                                       is_device_uuid,
                                        'a GPU-/MIG- UUID'))
     return problems
 

@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_serv
 from ansible_collections.gpufleet.core.plugins.module_utils._role_checker import (
     DCGM_FIELD, MISSING, RoleChecker, flow_style, full_match, strings_problem)
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
-    boolean, decimal_number, describe, is_http_url, is_unit_name, is_unit_prefix, path_problem, percentage, shown,
+    boolean, decimal_number, describe, is_device_uuid, is_http_url, is_unit_name, is_unit_prefix, path_problem, percentage, shown,
     whole_number)
 
 # systemd's RuntimeDirectory= and LogsDirectory= take these relative to /run and /var/log: plain parts only.
@@ -62,6 +62,21 @@ def _thread_percentage_problem(where, value):
             'memory limit)%s' % (where, describe(value), hint))
 
 
+def _device_uuid_problem(where, value):
+    if is_device_uuid(value):
+        return None
+    return ('%s is %s; name the device by its GPU-... or MIG-... UUID as gpufleet_topology reports it (indices '
+            'reorder)' % (where, describe(value)))
+
+
+def _time_slicing_problem(variable, value):
+    problem = strings_problem(variable, value, 'GPU or MIG device UUIDs', '"GPU-..."')
+    if problem:
+        return problem
+    return next((_device_uuid_problem('%s[%d]' % (variable, position), item)
+                 for position, item in enumerate(value) if not is_device_uuid(item)), None)
+
+
 def _unknown_keys(where, item, known):
     problems = []
     for key in sorted(set(item) - set(known), key=str):
@@ -83,6 +98,9 @@ def _mps_daemons_problems(variable, value):
                             % (where, describe(daemon)))
             continue
         problems.extend(_unknown_keys(where, daemon, _MPS_DAEMON_KEYS))
+        problems.append('%s has no device; name it by its GPU-... or MIG-... UUID, such as {device: GPU-..., user: '
+                        'infer}' % where if 'device' not in daemon
+                        else _device_uuid_problem('%s.device' % where, daemon['device']))
         problems.append(_thread_percentage_problem('%s.default_active_thread_percentage' % where,
                                                    daemon.get('default_active_thread_percentage')))
         clients = daemon.get('clients')
@@ -108,7 +126,7 @@ def check_mps(values):
     check.rule('mps_pipe_root', _root_problem, '/run', '/run/gpufleet-mps')
     check.rule('mps_log_root', _root_problem, '/var/log', '/var/log/gpufleet-mps')
     check.rules('mps_daemons', _mps_daemons_problems)
-    check.rule('mps_time_slicing_devices', strings_problem, 'GPU or MIG device UUIDs', '"GPU-..."')
+    check.rule('mps_time_slicing_devices', _time_slicing_problem)
     return check.problems
 
 

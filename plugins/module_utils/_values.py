@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The collection's value rules, each one function: how a value is named in a message, and what a management
-address, a network, a failure-domain label, an absolute path, a unit name, a whole number, a boolean and a percentage
-are.
+address, a network, a failure-domain label, an absolute path, a unit name, a GPU or MIG device UUID, a whole number, a
+boolean and a percentage are.
 
 Pure code, used on the controller (the fleet model, role checkers) and on hosts alike. Each ``*_problem`` function
 returns None for a good value, else one sentence naming the variable, the value as given (with its YAML type where the
@@ -25,6 +25,10 @@ _LABEL = re.compile(LABEL_PATTERN)
 # systemd's unit-name characters (systemd.unit(5)): letters, digits, ":", "-", "_", ".", "\" and one "@".
 _UNIT_STEM = r'[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]*)?'
 _UNIT_SUFFIXES = ('service', 'socket', 'target', 'timer', 'mount', 'path', 'slice', 'scope', 'device', 'swap')
+# NVML's device names since R470: GPU-<uuid> for a whole GPU, MIG-<uuid> for a MIG device. Indices reorder, so the
+# collection names devices only by these. (The older MIG-GPU-<uuid>/<gi>/<ci> form, with its slashes, is refused: it
+# is no file name, and no driver this collection installs reports it.)
+_DEVICE_UUID = re.compile(r'(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z-]*')
 _URL = re.compile(r'https?://[^\s/?#]+(?:/[^\s?#]*[^/\s?#])?')
 _WHOLE = re.compile(r'[+]?[0-9]+')
 _DECIMAL = re.compile(r'[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)')
@@ -181,6 +185,11 @@ def unit_name_problem(variable, value, allow_empty=False, suffixes=('service',))
         return None
     return ('%s is %s; give a systemd unit name such as gpufleet-mig.service (letters, digits, : _ . - \\ and one @)%s'
             % (variable, describe(value), ", or ''" if allow_empty else ''))
+
+
+def is_device_uuid(value):
+    """The device-name rule: a GPU-... or MIG-... UUID as NVML reports it."""
+    return isinstance(value, str) and _DEVICE_UUID.fullmatch(value) is not None
 
 
 def is_http_url(value):

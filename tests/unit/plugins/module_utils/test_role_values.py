@@ -116,6 +116,12 @@ REFUSED = [
     ('mps', {'mps_pipe_root': '/tmp/mps'}, ['mps_pipe_root', '"/tmp/mps"']),
     ('mps', {'mps_log_root': '/var/log/gpufleet-mps\n'}, ['mps_log_root', '"/var/log/gpufleet-mps\\n"']),
     ('mps', {'mps_time_slicing_devices': 'GPU-0'}, ['mps_time_slicing_devices', '"GPU-0"', 'list']),
+    # Devices by UUID only: an index names another GPU after a reorder, and the plan would never match it.
+    ('mps', {'mps_time_slicing_devices': ['GPU-1', 0]}, ['mps_time_slicing_devices', 'the integer 0', 'UUIDs']),
+    ('mps', {'mps_time_slicing_devices': ['1']}, ['mps_time_slicing_devices[0]', '"1"', 'GPU-... or MIG-... UUID']),
+    ('mps', {'mps_daemons': [dict(DAEMON, device=0)]}, ['mps_daemons[0].device', 'the integer 0', 'indices reorder']),
+    ('mps', {'mps_daemons': [dict((key, value) for key, value in DAEMON.items() if key != 'device')]},
+     ['mps_daemons[0] has no device', 'UUID']),
     # gpu_watchdog
     ('gpu_watchdog', {'gpu_watchdog_memory_budget_percent': '85%'},
      ['gpu_watchdog_memory_budget_percent', 'the string "85%"', 'without the % sign']),
@@ -251,6 +257,8 @@ def test_the_role_defaults_pass(role):
      ['gpufleet-mig.service\n', 'gpufleet-migXservice', 'gpufleet-mig.target', 'a b.service']),
     ('mps', 'mps_pipe_root', ['/run/gpufleet-mps', '/run/a/b.c'],
      ['/run/gpufleet-mps\n', '/run/../etc', '/run/.', '/run/a/', '/runx', '/run']),
+    ('mps', 'mps_time_slicing_devices', [[], ['GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60', 'MIG-0c8d7b3e-7f1a-5a2b']],
+     [['GPU-1\n'], ['gpu-1'], ['GPU-'], ['MIG-GPU-5c6f7a2e/1/0'], ['GPU-1 '], ['/dev/nvidia0']]),
     ('nvidia_driver', 'nvidia_driver_package_version', ['570.133.20-1', '1:4.2.3-1'], ['570.133.20', '570.133.20-1\n']),
     ('monitoring', 'monitoring_prometheus_service', ['prometheus', 'prometheus@main.service', ''],
      ['prometheus\n', 'prom etheus', 'prometheus;']),

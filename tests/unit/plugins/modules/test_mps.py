@@ -141,6 +141,9 @@ def test_every_bad_limit_is_named_in_one_message(run_module, daemon):
         "default_pinned_mem_limit: 'gpu2', 'gpu3' are not a device as the daemon names it (an ordinal such as \"0\", "
         "or a GPU-/MIG- UUID)")
     with pytest.raises(ModuleFail) as failed:
+        run(run_module, daemon['pipe'], default_pinned_mem_limit={'GPU-5c6f7a2e': '1G', 'MIG-GPU-5c6f7a2e/1/0': '1G'})
+    assert failed.value.result['msg'].startswith("default_pinned_mem_limit: 'MIG-GPU-5c6f7a2e/1/0' is not a device")
+    with pytest.raises(ModuleFail) as failed:
         run(run_module, daemon['pipe'], default_pinned_mem_limit={'0': '20', '1': '-1G'})
     assert failed.value.result['msg'] == (
         "default_pinned_mem_limit[0]: '20' has no unit; give a memory size like 20G or 512M | "

@@ -473,6 +473,8 @@ def test_fail_on_violation_fails_the_task_with_the_reasons(run_module, tree, clo
      'service x.expect.mems must hold whole numbers'),
     ({'services': [{'name': 'x', 'pid': 1, 'expect': {'gpus': ['0']}}]},
      'service x.expect.gpus: 0 is not a GPU-... or MIG-... UUID'),
+    ({'services': [{'name': 'x', 'pid': 1, 'expect': {'gpus': ['MIG-GPU-5c6f7a2e/1/0']}}]},
+     'service x.expect.gpus: MIG-GPU-5c6f7a2e/1/0 is not a GPU-... or MIG-... UUID'),
     ({'services': [{'name': 'x', 'pid': 0}]}, 'service x: pid must be a positive whole number'),
     ({'services': [{'name': 'x', 'pid': 1, 'expect': {'memory_policy': 'local'}}]},
      'value of memory_policy must be one of: bind, preferred, interleave'),
