@@ -23,7 +23,9 @@ import hashlib
 import json
 import os
 import re
+import time
 
+from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid, is_path, is_unit_name, shown
 
@@ -340,3 +342,49 @@ def remove(host, receipt_dir, stages, check_mode):
             host.remove(path)
         texts[name] = (before, None)
     return any(before is not None for before, _after in texts.values()), texts
+
+
+def validated_stages(state, stages, order):
+    """The module's stages with each one's owns joined (merge_owns), or None for a check of every receipt; raises
+    ReceiptError naming every problem, before anything is read."""
+    if stages is None:
+        if state != 'check':
+            raise ReceiptError('Nothing was read or changed: state=%s needs stages; give each stage by name' % state)
+        return None
+    problems = stages_problems(stages, state) + order_problems(order, stages)
+    if problems:
+        raise ReceiptError('Nothing was read or changed: %s' % '; '.join(problems))
+    return dict((name, dict(spec, owns=merge_owns(spec['owns'])) if isinstance(spec, dict) and 'owns' in spec
+                 else spec) for name, spec in stages.items())
+
+
+def reads_mig(state, stages):
+    """Whether the run reads a MIG layout through NVML: a check or record of a stage that owns one."""
+    return state != 'absent' and any(spec.get('owns', {}).get('mig') for spec in (stages or {}).values())
+
+
+def _current(results):
+    return [name for name, result in sorted(results.items()) if result.get('current')]
+
+
+def apply(host, params, stages, check_mode, with_diff):
+    """state_receipt's result for its parameters and validated_stages' STAGES: a check reads, a record or an
+    absent writes (not in check mode) and then, given a textfile_dir, the drift metric of every receipt again."""
+    receipt_dir = params['receipt_dir']
+    if params['state'] == 'check':
+        results = check_recorded(host, receipt_dir) if stages is None else check(host, receipt_dir, stages)
+        return {'changed': False, 'stages': results, 'current': _current(results),
+                'skippable': [] if stages is None else skippable(params['order'], results)}
+    write = record if params['state'] == 'record' else remove
+    changed, texts = write(host, receipt_dir, stages, check_mode)
+    if params['textfile_dir'] and not check_mode:
+        host.write(os.path.join(params['textfile_dir'], DRIFT_METRICS_FILE),
+                   drift_metrics(check_recorded(host, receipt_dir), time.time()))
+    result = {'changed': changed, 'current': [], 'skippable': [],
+              'stages': dict((name, {'receipt': receipt_path(receipt_dir, name)}) for name in texts)}
+    if with_diff:
+        result['diff'] = make_diff(*[
+            [line for name in sorted(texts)
+             for line in ['# ' + receipt_path(receipt_dir, name)] + (texts[name][side] or '').splitlines()]
+            for side in (0, 1)])
+    return result

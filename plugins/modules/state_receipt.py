@@ -149,16 +149,11 @@ roles_digests:
   sample: {drivers: 3f1c...}
 '''
 
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR, PYNVML_PACKAGE, pynvml
 from ansible_collections.gpufleet.core.plugins.module_utils._receipt import (
-    DRIFT_METRICS_FILE, RECEIPT_DIR, ReceiptError, check, check_recorded, drift_metrics, merge_owns, order_problems,
-    receipt_path, record, remove, skippable, stages_problems)
+    RECEIPT_DIR, ReceiptError, apply, reads_mig, validated_stages)
 from ansible_collections.gpufleet.core.plugins.module_utils._receipt_host import ReceiptHost
 
 
@@ -174,44 +169,14 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    host = ReceiptHost(module.run_command, pynvml)
-    if params['stages'] is None:
-        if params['state'] != 'check':
-            module.fail_json(msg='Nothing was read or changed: state=%s needs stages; give each stage by name'
-                             % params['state'])
-        stages = check_recorded(host, params['receipt_dir'])
-        module.exit_json(changed=False, stages=stages, skippable=[],
-                         current=[name for name, result in sorted(stages.items()) if result.get('current')])
-    problems = stages_problems(params['stages'], params['state']) + order_problems(params['order'], params['stages'])
-    if problems:
-        module.fail_json(msg='Nothing was read or changed: %s' % '; '.join(problems))
-    for spec in params['stages'].values():
-        if isinstance(spec, dict) and 'owns' in spec:
-            spec['owns'] = merge_owns(spec['owns'])
-    if pynvml is None and params['state'] != 'absent' and any(
-            spec.get('owns', {}).get('mig') for spec in params['stages'].values()):
-        module.fail_json(msg=missing_required_lib(PYNVML_PACKAGE, reason='to read the MIG layout a stage owns'),
-                         exception=PYNVML_IMPORT_ERROR)
     try:
-        if params['state'] == 'check':
-            stages = check(host, params['receipt_dir'], params['stages'])
-            module.exit_json(changed=False, stages=stages,
-                             current=[name for name, result in sorted(stages.items()) if result['current']],
-                             skippable=skippable(params['order'], stages))
-        write = record if params['state'] == 'record' else remove
-        changed, texts = write(host, params['receipt_dir'], params['stages'], module.check_mode)
-        if params['textfile_dir'] and not module.check_mode:
-            host.write(os.path.join(params['textfile_dir'], DRIFT_METRICS_FILE),
-                       drift_metrics(check_recorded(host, params['receipt_dir']), time.time()))
+        stages = validated_stages(params['state'], params['stages'], params['order'])
+        if pynvml is None and reads_mig(params['state'], stages):
+            module.fail_json(msg=missing_required_lib(PYNVML_PACKAGE, reason='to read the MIG layout a stage owns'),
+                             exception=PYNVML_IMPORT_ERROR)
+        result = apply(ReceiptHost(module.run_command, pynvml), params, stages, module.check_mode, module._diff)
     except ReceiptError as exc:
         module.fail_json(msg=str(exc))
-    result = {'changed': changed, 'current': [], 'skippable': [],
-              'stages': dict((name, {'receipt': receipt_path(params['receipt_dir'], name)}) for name in texts)}
-    if module._diff:
-        paths = dict((name, '# ' + receipt_path(params['receipt_dir'], name)) for name in texts)
-        result['diff'] = make_diff(
-            [line for name in sorted(texts) for line in [paths[name]] + (texts[name][0] or '').splitlines()],
-            [line for name in sorted(texts) for line in [paths[name]] + (texts[name][1] or '').splitlines()])
     module.exit_json(**result)
 
 
