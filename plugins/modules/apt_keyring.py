@@ -95,51 +95,10 @@ dest:
   sample: /usr/share/keyrings/nvidia-cuda.gpg
 '''
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes
 from ansible.module_utils.urls import fetch_url
 
-from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
-from ansible_collections.gpufleet.core.plugins.module_utils._openpgp import OpenPgpError, pinned_fingerprints, primary_fingerprints
-
-
-def read_key(module):
-    params = module.params
-    if params['content'] is not None:
-        return to_bytes(params['content']), 'content'
-    if params['src'] is not None:
-        try:
-            with open(params['src'], 'rb') as handle:
-                return handle.read(), params['src']
-        except (IOError, OSError) as exc:
-            module.fail_json(msg='src=%s cannot be read: %s' % (params['src'], exc))
-    response, info = fetch_url(module, params['url'], timeout=params['timeout'])
-    if response is None or info.get('status', 200) not in (200, -1) and not params['url'].startswith('file:'):
-        module.fail_json(msg='cannot download the key from %s: %s' % (params['url'], info.get('msg')))
-    return response.read(), params['url']
-
-
-def check_dest(module, dest):
-    """Refuse, before reading anything, a dest that cannot be a keyring file: nothing is written then."""
-    if os.path.isdir(dest):
-        module.fail_json(msg='dest=%s is a directory; expected the path of the keyring file to write, such as '
-                             '%s/nvidia-cuda.gpg' % (dest, dest.rstrip('/')), dest=dest)
-    directory = os.path.dirname(dest) or '.'
-    if module.params['state'] == 'present' and not os.path.isdir(directory):
-        module.fail_json(msg='dest=%s: its directory %s does not exist; expected a keyring path in an existing '
-                             'directory such as /usr/share/keyrings (create the directory first)' % (dest, directory),
-                         dest=dest)
-
-
-def current(path):
-    try:
-        with open(path, 'rb') as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
+from ansible_collections.gpufleet.core.plugins.module_utils._apt_keyring import KeyringError, KeyringFiles, converge
 
 
 def main():
@@ -157,47 +116,10 @@ def main():
         required_if=[('state', 'present', ('url', 'src', 'content'), True)],
         supports_check_mode=True,
     )
-    dest = module.params['dest']
-    # Every input is checked before anything is read or written.
     try:
-        pinned = pinned_fingerprints(module.params['fingerprints'])
-    except OpenPgpError as exc:
-        module.fail_json(msg=str(exc), dest=dest)
-    if not pinned and module.params['state'] == 'present':
-        module.fail_json(msg='fingerprints is empty: pin the repository key\'s fingerprint (fail closed)')
-    check_dest(module, dest)
-    existing = current(dest)
-    if module.params['state'] == 'absent':
-        if existing is not None and not module.check_mode:
-            os.remove(dest)
-        module.exit_json(changed=existing is not None, dest=dest)
-    data, origin = read_key(module)
-    try:
-        binary, found = primary_fingerprints(data)
-    except OpenPgpError as exc:
-        module.fail_json(msg='%s is not a usable OpenPGP public key: %s' % (origin, exc))
-    unpinned = [f for f in found if f not in pinned]
-    if unpinned:
-        module.fail_json(msg='refusing the key from %s: it has fingerprint %s, which is not pinned (pinned: %s). The '
-                             'repository key may have rotated, or the mirror serves another key: check the key, then '
-                             'update the pinned fingerprints' % (origin, ', '.join(unpinned), ', '.join(pinned)),
-                         fingerprints=found)
-    changed = existing != binary
-    if changed and not module.check_mode:
-        directory = os.path.dirname(dest) or '.'
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.gpufleet-keyring-')
-        with os.fdopen(fd, 'wb') as handle:
-            handle.write(binary)
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, dest)
-    if os.path.exists(dest) and not module.check_mode:
-        changed = module.set_fs_attributes_if_different(
-            {'path': dest, 'owner': 'root', 'group': 'root', 'mode': '0644', 'secontext': [None, None, None],
-             'attributes': None}, changed)
-    result = {'changed': changed, 'dest': dest, 'fingerprints': found}
-    if module._diff:
-        result['diff'] = make_diff(['absent' if existing is None else 'keyring %d bytes' % len(existing)],
-                                   ['keyring %d bytes, fingerprints %s' % (len(binary), ', '.join(found))])
+        result = converge(KeyringFiles(module, fetch_url), module.params, module.check_mode, module._diff)
+    except KeyringError as exc:
+        module.fail_json(msg=str(exc), **exc.result)
     module.exit_json(**result)
 
 

@@ -95,3 +95,24 @@ def test_absent_removes_the_keyring(run_module, keys, tmp_path):
     assert run_module(apt_keyring, {'dest': str(dest), 'state': 'absent'})['changed'] is True
     assert not dest.exists()
     assert run_module(apt_keyring, {'dest': str(dest), 'state': 'absent'})['changed'] is False
+
+
+def test_the_diff_names_the_keyring_before_and_after(run_module, keys, tmp_path):
+    dest = tmp_path / 'keyring.gpg'
+    dest.write_bytes(b'the old keyring')
+    fpr = keys[RSA]['fingerprint']
+    result = run_module(apt_keyring, {'content': keys[RSA]['armored'].decode(), 'dest': str(dest),
+                                      'fingerprints': [fpr], '_ansible_check_mode': True, '_ansible_diff': True})
+    assert result['changed'] is True and dest.read_bytes() == b'the old keyring'
+    assert result['diff']['before'] == 'keyring 15 bytes\n'
+    assert result['diff']['after'] == 'keyring %d bytes, fingerprints %s\n' % (len(keys[RSA]['binary']), fpr)
+
+
+def test_a_key_that_cannot_be_downloaded_changes_nothing(run_module, keys, tmp_path):
+    dest = tmp_path / 'keyring.gpg'
+    dest.write_bytes(keys[RSA]['binary'])
+    with pytest.raises(ModuleFail) as failed:
+        run_module(apt_keyring, {'url': 'file://%s/missing.asc' % tmp_path, 'dest': str(dest),
+                                 'fingerprints': [keys[RSA]['fingerprint']]})
+    assert failed.value.result['msg'].startswith('cannot download the key from file://%s/missing.asc: ' % tmp_path)
+    assert dest.read_bytes() == keys[RSA]['binary']
