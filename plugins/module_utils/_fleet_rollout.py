@@ -98,21 +98,27 @@ def rollout_plan(run_hosts, failed, domains, settings, gpu_hosts=()):
     with gpufleet_batch_by, each batch is one failure domain (``domains`` maps each host to its domain), the domains
     in the sorted order of their names; otherwise gpufleet_serial's batches.
     """
+    # Sets and one pass over the hosts for each step: a 10,000-host inventory is planned as cheaply per host as a
+    # 10-host one, however many failure domains it has.
+    failed = set(failed)
     passed = [host for host in run_hosts if host not in failed]
     batch_by = settings['gpufleet_batch_by']
+    by_domain = {}
     if batch_by:
-        order = sorted(set(str(domains.get(host, '')) for host in passed))
-        ordered = [host for domain in order for host in passed if str(domains.get(host, '')) == domain]
+        for host in passed:
+            by_domain.setdefault(str(domains.get(host, '')), []).append(host)
+        ordered = [host for domain in sorted(by_domain) for host in by_domain[domain]]
     else:
         ordered = passed
     with_gpus = set(gpu_hosts)
     candidates = [host for host in ordered if host in with_gpus] + [host for host in ordered if host not in with_gpus]
     canary = candidates[:settings['gpufleet_canary']]
-    rest = [host for host in ordered if host not in canary]
+    in_canary = set(canary)
+    rest = [host for host in ordered if host not in in_canary]
     ordered = canary + rest
     if batch_by:
-        serial = [count for count in (sum(1 for host in rest if str(domains.get(host, '')) == domain) for domain in order)
-                  if count]
+        serial = [count for count in (sum(1 for host in by_domain[domain] if host not in in_canary)
+                                      for domain in sorted(by_domain)) if count]
     else:
         serial = settings['gpufleet_serial']
     if canary:
