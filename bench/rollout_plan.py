@@ -28,7 +28,7 @@ def plan_seconds(hosts, domains, repeat):
     domain_of = dict((name, 'rack-%05d' % (number % domains)) for number, name in enumerate(names))
     failed = dict((name, 'unreachable') for name in names[::10])
     times = []
-    for _ in range(repeat):
+    for _pass in range(repeat):
         started = time.process_time()
         plan = rollout_plan(names, failed, domain_of, SETTINGS, names)
         times.append(time.process_time() - started)
@@ -37,7 +37,7 @@ def plan_seconds(hosts, domains, repeat):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--repeat', type=int, default=5)
     args = parser.parse_args()
     print('| hosts | failure domains | plan (CPU, median of %d) | per host |' % args.repeat)
