@@ -276,6 +276,12 @@ REFUSED = [
      ['dcgm_exporter_listen_address is the string "0.0.0.0"', 'never 0.0.0.0']),
     ('exporter listening outside the management networks', [hostvar(A1, 'dcgm_exporter_listen_address', '192.168.1.11')],
      A1, ['dcgm-exporter would listen on 192.168.1.11', 'not inside gpufleet_management_cidrs']),
+    # -- devices by UUID: an index names another device after a reorder
+    ('an MPS daemon on a GPU index', [hostvar(H1, 'mps_daemons', [{'device': 0, 'user': 'infer'}])], H1,
+     ['mps_daemons[0].device is the integer 0', 'GPU-... or MIG-... UUID', 'indices reorder']),
+    ('a time-sliced GPU by index', [hostvar(H1, 'mps_time_slicing_devices', ['1']),
+                                    hostvar(H1, 'mps_daemons', [{'device': 'GPU-1', 'user': 'infer'}])], H1,
+     ['mps_time_slicing_devices[0] is the string "1"', 'UUID']),
     # -- failure domains
     ('rack label as an integer', [setvar(RACK_A, 'gpufleet_rack', 2)], A1,
      ['gpufleet_rack is the integer 2', 'give a string']),
