@@ -73,8 +73,8 @@ def _time_slicing_problem(variable, value):
     problem = strings_problem(variable, value, 'GPU or MIG device UUIDs', '"GPU-..."')
     if problem:
         return problem
-    return next((_device_uuid_problem('%s[%d]' % (variable, position), item)
-                 for position, item in enumerate(value) if not is_device_uuid(item)), None)
+    return next(filter(None, (_device_uuid_problem('%s[%d]' % (variable, position), item)
+                              for position, item in enumerate(value))), None)
 
 
 def _unknown_keys(where, item, known):
