@@ -10,7 +10,7 @@ analyzing-xid-catalog.html): its number, its mnemonic, the catalog's "Resolution
 whether the driver treats it as fatal to the GPU's work. ``bucket()`` turns the catalog's action into the fleet's
 bucket; the few rows where the fleet does something more precise than the catalog name why in ``OVERRIDES``.
 
-The alert pack's Xid groups (filter gpufleet.core.xid_selector) and the watchdog's decisions (_watchdog.py) both
+The alert pack's Xid groups (filter gpufleet.core.xid_alert) and the watchdog's decisions (_watchdog.py) both
 read ``BUCKETS`` and ``RMA_XIDS``; tests hold the pack and the watchdog to this table.
 
 This is a private module: its API may change without notice.
@@ -21,6 +21,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from collections import namedtuple
+
+from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 
 SOURCE = 'NVIDIA Xid catalog, Ampere and newer (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)'
 
@@ -243,6 +245,10 @@ _CATALOG = (
 )
 
 
+class XidCatalogError(GpufleetError, ValueError):
+    """A name that is no bucket or piece of the alert pack; the message lists the names there are."""
+
+
 def _row(number, name, catalog_action, fatal):
     bucket, why = OVERRIDES.get(number, (_BY_CATALOG_ACTION[catalog_action], None))
     return Xid(number, name, catalog_action, fatal, bucket, SOURCE + ('; ' + why if why else ''))
@@ -260,7 +266,7 @@ def bucket(number):
 def xids_in(name):
     """The catalog's Xids in a bucket, in order."""
     if name not in BUCKETS_IN_ORDER:
-        raise ValueError('%r is not an Xid bucket; use one of %s' % (name, ', '.join(BUCKETS_IN_ORDER)))
+        raise XidCatalogError('%r is not an Xid bucket; use one of %s' % (name, ', '.join(BUCKETS_IN_ORDER)))
     return sorted(number for number, found in BUCKETS.items() if found == name)
 
 
@@ -281,8 +287,8 @@ def alert_text(name):
     (see selector); 'rma_range' the subquery range that sums the exporter's windows over RMA_WINDOW_SEC; 'rma_repeats'
     RMA_REPEATS; 'rma_words' the RMA Xids and the window in words, for a description."""
     if name not in BUCKETS_IN_ORDER + ('rma', 'not_investigate', 'rma_range', 'rma_repeats', 'rma_words'):
-        raise ValueError('%r names no piece of the alert pack; use a bucket (%s), rma, not_investigate, rma_range, '
-                         'rma_repeats or rma_words' % (name, ', '.join(BUCKETS_IN_ORDER)))
+        raise XidCatalogError('%r names no piece of the alert pack; use a bucket (%s), rma, not_investigate, '
+                              'rma_range, rma_repeats or rma_words' % (name, ', '.join(BUCKETS_IN_ORDER)))
     if name == 'rma_words':
         numbers = [str(number) for number in sorted(RMA_XIDS)]
         return 'Xid %s or %s within %s' % (', '.join(numbers[:-1]), numbers[-1], _words(RMA_WINDOW_SEC))

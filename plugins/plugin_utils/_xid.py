@@ -20,8 +20,9 @@ from ansible_collections.gpufleet.core.plugins.module_utils import _xid_catalog
 def alert_text(name, plugin):
     """_xid_catalog.alert_text, with a refusal in the plugin's name."""
     if not isinstance(name, str):
-        raise AnsibleFilterError('%s: give the name of a piece as a string, such as reset_gpu (got %r)' % (plugin, name))
+        raise AnsibleFilterError('%s: give the name of a piece as a string, such as reset_gpu (got %r)'
+                                 % (plugin, name))
     try:
         return _xid_catalog.alert_text(name)
-    except ValueError as exc:
+    except _xid_catalog.XidCatalogError as exc:
         raise AnsibleFilterError('%s: %s' % (plugin, exc))

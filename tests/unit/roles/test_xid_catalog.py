@@ -62,7 +62,7 @@ def test_the_pieces_of_promql():
     assert catalog.alert_text('rma_words') == 'Xid 48, 64, 79, 95 or 140 within 7 days'
     not_investigate = set(catalog.alert_text('not_investigate').split('|'))
     assert '119' in not_investigate and '13' in not_investigate and '54' not in not_investigate
-    with pytest.raises(ValueError, match="'reset' names no piece of the alert pack; use a bucket"):
+    with pytest.raises(catalog.XidCatalogError, match="'reset' names no piece of the alert pack; use a bucket"):
         catalog.alert_text('reset')
 
 
