@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The rollout: its settings (checked for the fleet model, _fleet_inventory.check_settings), the hosts that passed
-preflight in batch order with the canary first, the play's serial and failure limit, and the watchdog stage's
-fleet-wide quarantine cap and the Prometheus that counts quarantined hosts (which the health gate between batches
-asks too). Pure code; a private module: its API may change without notice.
+"""The rollout: its settings (checked for the fleet model, _fleet_inventory.check_settings), the hosts that failed
+preflight and why, the hosts that passed it in batch order with the canary first, the play's serial and failure limit,
+and the watchdog stage's fleet-wide quarantine cap and the Prometheus that counts quarantined hosts (which the health
+gate between batches asks too). Pure code; a private module: its API may change without notice.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -88,6 +88,19 @@ def check_rollout_settings(values, problems):
                         'the rollout) or false' % describe(values['gpufleet_health_gate_required']))
     settings['gpufleet_health_gate_required'] = bool(required)
     return settings
+
+
+def preflight_failures(run_hosts, alive_hosts, reasons):
+    """Host -> why it failed preflight: its recorded reason (``reasons``, one per run host, empty when it passed), or
+    that it went away (unreachable, or a failure the rescue could not catch)."""
+    alive = set(alive_hosts)
+    failures = {}
+    for host, reason in zip(run_hosts, reasons):
+        if reason:
+            failures[host] = str(reason)
+        elif host not in alive:
+            failures[host] = 'unreachable, or failed before preflight could record why'
+    return failures
 
 
 def rollout_plan(run_hosts, failed, domains, settings, gpu_hosts=()):

@@ -287,3 +287,15 @@ def usable_in(ip, net):
 def networks_of(ip, nets):
     """The networks among nets in which the address is usable."""
     return [net for net in nets if usable_in(ip, net)]
+
+
+def addresses_in(addresses, cidrs):
+    """The addresses (canonical, each once, in order) that a host can have inside any of the networks given in CIDR
+    form (usable_in); entries that are not addresses or networks count for nothing."""
+    nets = [net for net in (network(item) for item in cidrs) if net is not None]
+    found = []
+    for item in addresses:
+        ip = address(item)
+        if ip is not None and networks_of(ip, nets) and str(ip) not in found:
+            found.append(str(ip))
+    return found

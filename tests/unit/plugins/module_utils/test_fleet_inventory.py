@@ -53,6 +53,11 @@ def test_the_watchdog_prometheus_is_the_setting_else_the_monitoring_hosts(url, h
     assert rollout.watchdog_prometheus_url(settings(gpufleet_watchdog_prometheus_url=url), host, address) == expected
 
 
+def test_a_preflight_failure_is_the_recorded_reason_or_that_the_host_went_away():
+    assert rollout.preflight_failures(['a', 'b', 'c', 'd'], ['a', 'b', 'd'], ['', 'no GPU', '', None]) == {
+        'b': 'no GPU', 'c': 'unreachable, or failed before preflight could record why'}
+
+
 def test_batches_by_failure_domain_are_the_domains_in_name_order():
     plan = rollout.rollout_plan(['g3', 'g1', 'c1', 'g2', 'g4'], {'g4': 'lost'},
                                 {'g1': 'hk1-a', 'g2': 'hk1-a', 'g3': 'hk2-b', 'c1': 'hk2-b', 'g4': 'hk2-b'},

@@ -27,3 +27,10 @@ def test_a_device_uuid(name):
 ])
 def test_not_a_device_uuid(name):
     assert not is_device_uuid(name)
+
+
+def test_addresses_in_keeps_the_usable_addresses_inside_the_networks_once_in_order():
+    from ansible_collections.gpufleet.core.plugins.module_utils._values import addresses_in
+    assert addresses_in(['fd00:20::11', '10.20.1.11', '10.20.255.255', 'FD00:20:0::11', '172.17.0.1', 'bogus', 11],
+                        ['10.20.0.0/16', 'fd00:20::/64', '10.30.0.5/16', 'word']) == ['fd00:20::11', '10.20.1.11']
+    assert addresses_in(['10.20.1.11'], []) == []
