@@ -18,6 +18,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import UNIT_PREFIX
 from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import (
     ServicePlanError, plan_services, previous_plan)
 
@@ -30,7 +31,7 @@ OPTIONS = {
     'previous': (object, None, None),
     'mps_daemons': (list, 'the mps role\'s mps_daemons list', None),
     'topology': (dict, 'a gpufleet_topology fact', None),
-    'unit_prefix': (str, 'a string', 'gpufleet-svc-'),
+    'unit_prefix': (str, 'a string', UNIT_PREFIX),
     'user_prefix': (str, 'a string', 'gpufleet-'),
     'container_runtime': (str, 'a string', 'podman'),
 }

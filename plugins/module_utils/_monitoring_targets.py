@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory imp
     groups_matching, hardware_class, shared_addresses)
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     address, address_problem, and_list, decimal_number, describe, label_problem, networks, networks_of, shown, whole_number)
+from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import MEMORY_BUDGET_PERCENT
 
 # A fleet host's variables the targets are made of: the host's name for it, and its value where the inventory sets
 # nothing (the gpufleet role's defaults).
@@ -47,7 +48,7 @@ SETTINGS = {
     'monitoring_management_cidrs': [],
     'monitoring_dcgm_exporter_port': 9400,
     'monitoring_node_exporter_port': 9100,
-    'monitoring_gpu_memory_budget_percent': 85,
+    'monitoring_gpu_memory_budget_percent': MEMORY_BUDGET_PERCENT,
     'monitoring_gpu_memory_budgets': {},
     'monitoring_exporter_counters': [],
     'monitoring_missing_counters': 'fail',

@@ -54,10 +54,14 @@ _MAX_USER_NAME = 32
 # -- the plan document ---------------------------------------------------------------------------------------
 
 PLAN_VERSION = 1
-# The gpu_services role's defaults (gpu_services_plan_file, gpu_services_unit_prefix) repeat these two, because YAML
+# The roles' defaults (gpu_services_plan_file, gpu_services_unit_prefix, gpu_services_mps_unit_prefix, the
+# gpu_watchdog role's fallbacks, the mps role's mps_unit_template) and playbooks/report.yml repeat these, because YAML
 # cannot import Python; tests/unit/roles/test_plan_contract.py keeps them equal.
 PLAN_FILE = '/etc/gpufleet/placement.json'
 UNIT_PREFIX = 'gpufleet-svc-'
+# The MPS daemons' units (the mps role's template unit): an entry's MPS device completes the name. A service's unit
+# requires its daemon's, and the watchdog stops it around a GPU reset.
+MPS_UNIT_PREFIX = 'gpufleet-mps@'
 # What place_services returns per service, in this order.
 ENTRY_KEYS = ('name', 'gpus', 'gpu_uuids', 'numa_node', 'cpus', 'cpulist', 'mems', 'memlist', 'memory_policy',
               'exclusive', 'mps', 'environment', 'explanation')

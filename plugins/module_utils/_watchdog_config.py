@@ -17,10 +17,15 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import PLAN_FILE, is_service_name
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import MPS_UNIT_PREFIX, PLAN_FILE, is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_path, is_unit_name, is_unit_prefix
 
 CONFIG_VERSION = 1
+# A service's GPU memory budget where none is set, in percent of its device's memory: the watchdog restarts a service
+# above it and the alert pack's GpuMemoryOverBudget fires above it (_monitoring_targets). The gpufleet, gpu_watchdog and
+# monitoring roles' defaults repeat it (YAML cannot import Python); tests/unit/roles/test_plan_contract.py keeps them
+# equal.
+MEMORY_BUDGET_PERCENT = 85
 
 DEFAULTS = {
     'version': CONFIG_VERSION,
@@ -29,7 +34,7 @@ DEFAULTS = {
     'textfile_dir': '/var/lib/prometheus/node-exporter',
     'interval_sec': 30,
     'dry_run': False,
-    'memory_budget_percent': 85,
+    'memory_budget_percent': MEMORY_BUDGET_PERCENT,
     'service_budgets': {},
     'restart_on_memory': True,
     'restart_on_xid': True,
@@ -45,7 +50,7 @@ DEFAULTS = {
     'xid_event_wait_ms': 1000,
     'gpu_reset_command': ['nvidia-smi', '--gpu-reset', '-i'],
     'reset_stop_units': [],
-    'mps_unit_prefix': 'gpufleet-mps@',
+    'mps_unit_prefix': MPS_UNIT_PREFIX,
     'mig_unit': 'gpufleet-mig.service',
     # The fleet-wide cap (the site playbook's gpufleet_watchdog_max_quarantined): at most this many hosts quarantined
     # at once, counted by the Prometheus that scrapes every host's watchdog metrics; 0 is no cap.
