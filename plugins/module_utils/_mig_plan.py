@@ -17,6 +17,7 @@ __metaclass__ = type
 import itertools
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import MigGeometry
 
 # Compute-instance sizes a GPU instance of N compute slices offers (A100/H100/H200, MIG user guide).
 # NVML only describes compute-instance profiles of an existing GPU instance, so a layout is checked
@@ -28,20 +29,13 @@ class LayoutError(GpufleetError, ValueError):
     """A layout that cannot be applied; the message says why and what would work."""
 
 
-class GpuShape:
-    """The MIG geometry of one GPU model, from its NVML profile table."""
+class GpuShape(MigGeometry):
+    """The MIG geometry of one GPU model (``_mig_catalog.MigGeometry``, from its NVML profile table), named for
+    messages."""
 
     def __init__(self, name, profiles):
+        super(GpuShape, self).__init__(profiles)
         self.name = name
-        self.profiles = dict((p['name'], p) for p in profiles)
-        self.memory_slices = max(pl['start'] + pl['size'] for p in profiles for pl in p['placements'])
-        self.compute_slices = max(p['slice_count'] for p in profiles)
-
-    def profile(self, name):
-        return self.profiles[name]
-
-    def memory_size(self, name):
-        return self.profiles[name]['placements'][0]['size']
 
     def describe(self):
         ordered = sorted(self.profiles.items(), key=lambda kv: (kv[1]['slice_count'], kv[1]['memory_mb'], kv[0]))

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A hardware class as a contract (module_utils/_hardware_class.py): the promise, the class's layouts and services
 against it, and a host against it; and the MIG catalog validate uses against the simulator's tables (both from
-NVIDIA's published profiles)."""
+NVIDIA's published profiles), with how each of its tables divides a GPU."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,8 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _hardware_class as hc
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import PROFILES, profiles
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import (
+    PROFILES, WIDEST_DIVISION, geometry, profiles)
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
 
 from ...support.topology import A100, gpu, node, topology
@@ -41,6 +42,33 @@ def test_the_catalog_is_the_simulators_table_of_every_mig_model():
     # The mission's fact: profile 19 is 1g.10gb on an A100 80GB, and at most two 3g.40gb fit.
     table = dict((p['name'], p) for p in profiles(A100))
     assert table['1g.10gb']['id'] == 19 and table['3g.40gb']['max_count'] == 2
+
+
+def test_each_model_divides_as_its_table_says_and_an_instance_lies_from_its_memory_start():
+    for model in PROFILES:
+        widest = max(profiles(model), key=lambda profile: profile['slice_count'])
+        furthest = max(placement['start'] + placement['size']
+                       for profile in profiles(model) for placement in profile['placements'])
+        assert (geometry(model).compute_slices, geometry(model).memory_slices) == (widest['slice_count'], furthest)
+    assert WIDEST_DIVISION == (7, 8)
+    a100 = geometry(A100)
+    # NVIDIA's two 3g: memory slices 0-3 and 4-7, compute slices 0-2 and 4-6 (compute slice 3 idle).
+    assert a100.span('3g.40gb', 0) == {'start': 0, 'memory_slices': 4, 'compute_start': 0, 'compute_slices': 3}
+    assert a100.span('3g.40gb', 4) == {'start': 4, 'memory_slices': 4, 'compute_start': 4, 'compute_slices': 3}
+    assert a100.span('1g.20gb', 6) == {'start': 6, 'memory_slices': 2, 'compute_start': 6, 'compute_slices': 1}
+    assert a100.span('7g.80gb', 0) == {'start': 0, 'memory_slices': 8, 'compute_start': 0, 'compute_slices': 7}
+    assert a100.span('3g.40gb', 7) is None and a100.span('3g.40gb', -1) is None and a100.span('3g.40gb', None) is None
+    assert a100.placement('1g.20gb', 6) == {'start': 6, 'size': 2} and a100.placement('1g.20gb', 5) is None
+    # A profile the table lacks lies where the fact says, or nowhere.
+    assert a100.span('2g.24gb', 2, memory=2, compute=2)['compute_start'] == 2 and a100.span('2g.24gb', 2) is None
+    # A model the catalog lacks: its host's table, else the widest division with no profiles of its own.
+    a30 = [{'name': '4g.24gb', 'slice_count': 4, 'placements': [{'start': 0, 'size': 4}]},
+           {'name': '1g.6gb', 'slice_count': 1, 'placements': [{'start': 3, 'size': 1}]}]
+    assert (geometry('NVIDIA A30', a30).compute_slices, geometry('NVIDIA A30', a30).memory_slices) == (4, 4)
+    unknown = geometry('NVIDIA A30')
+    assert (unknown.compute_slices, unknown.memory_slices, unknown.profiles) == (7, 8, {})
+    # A table that does not say where instances lie gives way to NVIDIA's.
+    assert geometry(A100, [{'name': '1g.10gb', 'memory_mb': 9728}]).profiles == a100.profiles
 
 
 @pytest.mark.parametrize('gpus, numa, words', [
