@@ -22,6 +22,7 @@ from uuid import UUID, uuid5
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, parse_cpulist, parse_cpulists
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._fact_layout import FACT_VERSION, READABLE_FACT_VERSIONS
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import geometry
 
 
 class TopologyModelError(GpufleetError, ValueError):
@@ -133,8 +134,13 @@ class Topology:
       order, each a dict: ``uuid``, ``mig`` (a MIG device?), ``parent`` (its GPU's UUID), ``gpu`` (that GPU's fact
       dict), ``node``, ``bus`` (upper-case PCI bus id, '' when unknown), ``mig_mode`` (its GPU is in MIG mode),
       ``profile`` (MIG profile name, None for a GPU), ``index`` (None for a MIG device), ``name`` (product name),
-      ``memory_mb`` (None when unknown) and ``sort`` (a stable order: bus, GPU UUID, placement, compute instance).
+      ``memory_mb`` (None when unknown), ``sort`` (a stable order: bus, GPU UUID, placement, compute instance) and
+      ``instance`` (its GPU instance in ``mig_instances``; None for a GPU).
     - ``by_index``: GPU index -> UUID.
+    - ``mig_instances``: GPU UUID -> its GPU instances in fact order, each a dict: ``profile``, ``placement`` (the
+      fact's), ``uuids`` (its MIG devices), and where it lies on the GPU's slices (``_mig_catalog.MigGeometry.span``,
+      from the model's profile table): ``start``, ``memory_slices``, ``compute_start``, ``compute_slices``, all None
+      where the placement does not lie on them.
 
     ``after_mig(mig_gpus)`` is the Topology the host will have once a MIG plan is applied.
     """
@@ -160,6 +166,8 @@ class Topology:
         self.gpus = fact.get('gpus') or []
         self.devices = {}
         self.by_index = {}
+        self.mig_instances = {}
+        self._geometries = {}
         profiles = fact.get('mig_profiles') or {}
         for gpu in self.gpus:
             self._index_gpu(gpu, profiles)
@@ -218,6 +226,7 @@ class Topology:
             'uuid': uuid, 'mig': False, 'parent': uuid, 'gpu': gpu, 'node': node, 'bus': bus,
             'mig_mode': mig.get('mode_current') == 'enabled', 'profile': None, 'index': gpu.get('index'),
             'name': gpu.get('name'), 'memory_mb': gpu.get('memory_total_mb'), 'sort': (bus, uuid, -1, -1, ''),
+            'instance': None,
         }
         if _is_int(gpu.get('index')):
             self.by_index[gpu['index']] = uuid
@@ -225,16 +234,34 @@ class Topology:
         if not instances:
             return
         memory = dict([(p.get('name'), p.get('memory_mb')) for p in profiles.get(gpu.get('name')) or []])
+        shape = self.mig_geometry(gpu.get('name'))
+        self.mig_instances[uuid] = []
         for gi in instances:
-            start = (gi.get('placement') or {}).get('start', -1)
-            for ci in gi.get('compute_instances') or []:
+            placement = gi.get('placement') or {}
+            start = placement.get('start', -1)
+            cis = gi.get('compute_instances') or []
+            instance = {'profile': gi.get('profile'), 'placement': placement,
+                        'uuids': [ci['uuid'] for ci in cis if ci.get('uuid')]}
+            # The fact's size and compute slices count only for a profile the table lacks.
+            compute = sum(ci['slice_count'] for ci in cis if _is_int(ci.get('slice_count')))
+            instance.update(shape.span(gi.get('profile'), start, placement.get('size'), compute) or dict.fromkeys(
+                ('start', 'memory_slices', 'compute_start', 'compute_slices')))
+            self.mig_instances[uuid].append(instance)
+            for ci in cis:
                 if ci.get('uuid'):
                     self.devices[ci['uuid']] = {
                         'uuid': ci['uuid'], 'mig': True, 'parent': uuid, 'gpu': gpu, 'node': node, 'bus': bus,
                         'mig_mode': True, 'profile': gi.get('profile'), 'index': None, 'name': gpu.get('name'),
-                        'memory_mb': memory.get(gi.get('profile')),
+                        'memory_mb': memory.get(gi.get('profile')), 'instance': instance,
                         'sort': (bus, uuid, start, ci.get('id', -1), ci['uuid']),
                     }
+
+    def mig_geometry(self, model):
+        """How MIG divides a GPU of this model (``_mig_catalog.geometry``): the fact's profile table, where it says
+        where instances lie, else NVIDIA's."""
+        if model not in self._geometries:
+            self._geometries[model] = geometry(model, (self.fact.get('mig_profiles') or {}).get(model))
+        return self._geometries[model]
 
     # -- after a MIG change ----------------------------------------------------------------------------------
 
@@ -252,9 +279,8 @@ class Topology:
         if unknown:
             raise TopologyModelError('the MIG plan names GPUs the topology does not have (%s): gather the topology '
                                      'and plan the MIG change on the same host' % ', '.join(unknown))
-        profiles = self.fact.get('mig_profiles') or {}
-        gpus = [_gpu_after_mig(gpu, wanted[gpu['uuid']], profiles) if gpu['uuid'] in wanted else gpu
-                for gpu in self.gpus]
+        gpus = [_gpu_after_mig(gpu, wanted[gpu['uuid']], self.mig_geometry(gpu.get('name')))
+                if gpu['uuid'] in wanted else gpu for gpu in self.gpus]
         return Topology(dict(self.fact, gpus=gpus))
 
     # -- nodes and CPUs --------------------------------------------------------------------------------------
@@ -386,18 +412,22 @@ def _is_planned_instance(instance):
             isinstance(ci, dict) and _is_count(ci.get('slice_count'), 1) for ci in instance['compute_instances'])
 
 
-def _gpu_after_mig(gpu, wanted, profiles):
-    """A new fact dict of the GPU with the MIG mode and instances of its mig_wanted, numbered in placement order."""
+def _gpu_after_mig(gpu, wanted, shape):
+    """A new fact dict of the GPU with the MIG mode and instances of its mig_wanted, numbered in placement order; each
+    placement as NVML reports it (its start and size in memory slices), from the model's profile table (``shape``)."""
     mig = dict(gpu.get('mig') or {})
     mig['mode_current'] = mig['mode_pending'] = wanted['mig_mode']
-    by_name = dict((p.get('name'), p) for p in profiles.get(gpu.get('name')) or [] if isinstance(p, dict))
     instances = []
     for number, instance in enumerate(wanted['gpu_instances'], 1):
-        profile = by_name.get(instance['profile']) or {}
         start = instance['placement_start']
+        placement = shape.placement(instance['profile'], start)
+        if placement is None:
+            raise TopologyModelError('the MIG plan places %s at memory slice %d of GPU %s, which the profile table of '
+                                     'its model (%s) does not offer; gather the topology and plan the MIG change on '
+                                     'the same host' % (instance['profile'], start, gpu['uuid'], gpu.get('name')))
         instances.append({
-            'id': number, 'profile': instance['profile'], 'profile_id': profile.get('id'),
-            'placement': {'start': start, 'size': profile.get('slice_count')},
+            'id': number, 'profile': instance['profile'], 'profile_id': shape.profile(instance['profile']).get('id'),
+            'placement': placement,
             'compute_instances': [{'id': index, 'slice_count': ci['slice_count'],
                                    'uuid': placeholder_mig_uuid(gpu['uuid'], start, index)}
                                   for index, ci in enumerate(instance['compute_instances'])],

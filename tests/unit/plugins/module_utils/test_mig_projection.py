@@ -11,11 +11,13 @@ from __future__ import absolute_import, division, print_function
 
 import pytest
 
+import simctl
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import place
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import (
     Topology, TopologyModelError, placeholder_mig_uuid)
 from ansible_collections.gpufleet.core.plugins.modules import mig, topology_facts
 
+from ...support import mig_tables
 from ...support.topology import A100, A100_PROFILES, gpu, mig_instance, node, topology
 
 LAYOUTS = [{'gpus': [2, 3], 'layout': ['3g.40gb', '3g.40gb']}]
@@ -156,3 +158,65 @@ def test_a_plan_for_another_host_or_a_wrong_input_is_refused():
     with pytest.raises(TopologyModelError) as refused:
         topology_after_mig(fact, {'gpus': []})
     assert 'gpus list of a gpufleet.core.mig result' in str(refused.value)
+    # A placement the GPU's profile table does not offer: a plan from another host or release.
+    for profile, start in (('3g.40gb', 2), ('5g.50gb', 0)):
+        with pytest.raises(TopologyModelError) as refused:
+            topology_after_mig(fact, [{'uuid': 'GPU-a', 'mig_wanted': _wanted((profile, start, [1]))}])
+        assert 'places %s at memory slice %d of GPU GPU-a' % (profile, start) in str(refused.value)
+        assert 'plan the MIG change on the same host' in str(refused.value)
+
+
+# The simulated host that has each MIG model of gpu_models.json; its first GPU takes the layouts.
+MIG_MODEL_HOSTS = {'A100-SXM4-40GB': 'quirks', 'A100-80GB-PCIe': 'reference-a100', 'H100-SXM5-80GB': 'dgx-h100',
+                   'H200-SXM-141GB': 'single-h200'}
+
+
+def _as_the_driver_leaves_open(fact):
+    """The fact's GPUs with what only the driver decides left out (GPU instance ids, UUIDs, compute instances'
+    profile ids), and GPU instances in placement order."""
+    gpus = []
+    for found in fact['gpus']:
+        instances = [dict((key, value) for key, value in gi.items() if key != 'id')
+                     for gi in found['mig']['gpu_instances']]
+        for gi in instances:
+            gi['compute_instances'] = [dict((key, value) for key, value in ci.items()
+                                            if key not in ('uuid', 'profile_id')) for ci in gi['compute_instances']]
+        instances.sort(key=lambda gi: gi['placement']['start'])
+        gpus.append(dict(found, mig=dict(found['mig'], gpu_instances=instances)))
+    return gpus
+
+
+def _spans(found):
+    """Each GPU's MIG instances as the topology model reads them, in placement order, with how many devices each has
+    instead of their UUIDs."""
+    spans = {}
+    for uuid, instances in found.mig_instances.items():
+        read = [dict([(key, value) for key, value in instance.items() if key != 'uuids'],
+                     devices=len(instance['uuids'])) for instance in instances]
+        spans[uuid] = sorted(read, key=lambda instance: instance['start'])
+    return spans
+
+
+def test_the_simulator_has_a_host_for_every_mig_model():
+    assert sorted(MIG_MODEL_HOSTS) == mig_tables.mig_models()
+
+
+@pytest.mark.parametrize('model', sorted(MIG_MODEL_HOSTS))
+def test_the_projection_of_each_profile_is_the_fact_nvml_reports_once_it_is_applied(run_module, sim_host, model):
+    paths = sim_host(MIG_MODEL_HOSTS[model])
+    roots = {'sysfs_root': paths['sysfs_root'], 'procfs_root': paths['procfs_root']}
+    _gather(run_module, roots)
+    simctl.reboot(paths['host_file'], paths['state_file'])  # no processes hold the single H200's instances
+    for profile, maximum in sorted(mig_tables.maxima(model).items()):
+        # The profile as many times as the GPU holds it, the first split into compute instances of one slice.
+        slices = mig_tables.profiles(model)[profile]['compute_slices']
+        layouts = [{'gpus': [0], 'layout': [{'profile': profile, 'compute_instances': ['1c'] * slices}]
+                    + [profile] * (maximum - 1)}]
+        planned = run_module(mig, dict(roots, layouts=layouts, _ansible_check_mode=True))
+        projected = Topology(_gather(run_module, roots)).after_mig(planned['gpus'])
+        run_module(mig, dict(roots, layouts=layouts))
+        applied = _gather(run_module, roots)
+        assert len(applied['gpus'][0]['mig']['gpu_instances']) == maximum, (model, profile)
+        assert _as_the_driver_leaves_open(projected.fact) == _as_the_driver_leaves_open(applied), (model, profile)
+        # And the model reads both alike: where each instance lies on the memory and compute slices.
+        assert _spans(projected) == _spans(Topology(applied)), (model, profile)

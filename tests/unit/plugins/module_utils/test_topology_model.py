@@ -38,6 +38,25 @@ def test_every_device_is_indexed_by_uuid_with_its_parent_node_and_profile():
     assert model.by_index == {0: 'GPU-a', 1: 'GPU-b', 2: 'GPU-c'}
 
 
+def test_each_mig_instance_lies_where_the_profile_table_places_it():
+    # The fact's table names profiles without where they lie (A100_PROFILES), so NVIDIA's A100 table places them.
+    fact = topology([node(0, range(0, 8))], mig_profiles=A100_PROFILES, gpus=[gpu(0, 'GPU-a', bus='17', instances=[
+        mig_instance('3g.40gb', ['MIG-a0', 'MIG-a1'], start=4), mig_instance('1g.20gb', ['MIG-a2'], start=2),
+        mig_instance('3g.40gb', ['MIG-a3'], start=7), mig_instance('2g.24gb', [], start=0)])])
+    fact['gpus'][0]['mig']['gpu_instances'][3]['placement']['size'] = 2  # a profile no table has: the fact's word
+    fact['gpus'][0]['mig']['gpu_instances'][3]['compute_instances'] = [{'id': 0, 'slice_count': 2}]
+    model = Topology(fact)
+    spans = [(i['profile'], i['start'], i['memory_slices'], i['compute_start'], i['compute_slices'], i['uuids'])
+             for i in model.mig_instances['GPU-a']]
+    # A 3g at memory slice 4 spans 4 memory slices and computes on slices 4-6; one at 7 lies past the memory slices.
+    assert spans == [('3g.40gb', 4, 4, 4, 3, ['MIG-a0', 'MIG-a1']), ('1g.20gb', 2, 2, 2, 1, ['MIG-a2']),
+                     ('3g.40gb', None, None, None, None, ['MIG-a3']), ('2g.24gb', 0, 2, 0, 2, [])]
+    assert model.devices['MIG-a1']['instance'] is model.mig_instances['GPU-a'][0]
+    assert model.devices['GPU-a']['instance'] is None
+    geometry = model.mig_geometry(A100)
+    assert (geometry.compute_slices, geometry.memory_slices) == (7, 8)
+
+
 def test_nodes_and_whole_cores_are_parsed_once_and_memory_only_nodes_run_no_cpu_work():
     model = Topology(_host())
     assert model.nodes == [0, 1, 2]
