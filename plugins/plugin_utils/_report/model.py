@@ -33,7 +33,6 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuL
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import PlanError, parse_plan, plan_document, read_plan
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
-from ansible_collections.gpufleet.core.plugins.plugin_utils._report.slices import gpu_slices, profile_table
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.words import text
 
 REPORT_VERSION = 1
@@ -87,51 +86,35 @@ def _read_fact(fact, problems):
     return None
 
 
-def _instance(raw, profiles, slices, gpu_label):
-    """A MIG GPU instance on its GPU's compute and memory slices: its spans, profile and compute instances' UUIDs."""
-    compute_total, memory_total = slices
-    profile = text(raw.get('profile'), '?')
-    placement = raw.get('placement') if isinstance(raw.get('placement'), dict) else {}
-    table = profiles.get(profile) or {}
-    start = _number(placement.get('start'))
-    compute = _number(table.get('slice_count'))
-    cis = [ci for ci in raw.get('compute_instances') or [] if isinstance(ci, dict)]
-    if compute is None:
-        compute = sum(_number(ci.get('slice_count')) or 0 for ci in cis) or _number(placement.get('size'))
-    # The memory span of a placement: the profile's table says it for this start (a 3g takes 4 memory slices);
-    # the fact's placement size, else the compute slices, when there is no table.
-    memory = None
-    for allowed in table.get('placements') or []:
-        if isinstance(allowed, dict) and _number(allowed.get('start')) == start:
-            memory = _number(allowed.get('size'))
-    memory = memory or _number(placement.get('size')) or compute
-    if start is None or not compute or not memory or start < 0 or start + memory > memory_total:
-        return None, '%s: MIG instance %s has no usable placement (%r)' % (gpu_label, profile, placement)
-    compute = min(compute, compute_total)
-    # A GPU instance's compute slices begin at its memory start, as far as the compute slices allow.
-    compute_start = min(start, compute_total - compute)
-    return {'profile': profile, 'memory_start': start, 'memory_slices': memory, 'compute_start': compute_start,
-            'compute_slices': compute, 'uuids': [text(ci.get('uuid')) for ci in cis if ci.get('uuid')]}, None
+def _label(gpu):
+    """A GPU's name on the page, from the topology model's device of it."""
+    index = _number(gpu['index'])
+    return 'GPU%s' % (index if index is not None else '?')
 
 
-def _gpu(raw, fact_profiles, problems):
-    index = _number(raw.get('index'))
-    label = 'GPU%s' % (index if index is not None else '?')
-    mig = raw.get('mig') if isinstance(raw.get('mig'), dict) else {}
-    enabled = mig.get('mode_current') == 'enabled'
+def _instances(topology, gpu, label, problems):
+    """A MIG GPU's instances on its compute and memory slices, as the topology model places them, in memory order;
+    each one it cannot place is a problem instead."""
     instances = []
-    if enabled:
-        profiles, slices = profile_table(fact_profiles, raw.get('name')), gpu_slices(raw.get('name'))
-        for item in mig.get('gpu_instances') or []:
-            found, problem = _instance(item, profiles, slices, label)
-            if problem:
-                problems.append(problem)
-            else:
-                instances.append(found)
-        instances.sort(key=lambda item: item['memory_start'])
-    return {'label': label, 'index': index, 'uuid': text(raw.get('uuid')), 'model': text(raw.get('name'), 'unknown GPU'),
-            'memory_mb': _number(raw.get('memory_total_mb')), 'node': _number(raw.get('numa_node')),
-            'mig': enabled, 'instances': instances}
+    for instance in topology.mig_instances.get(gpu['uuid']) or []:
+        profile = text(instance['profile'], '?')
+        if instance['start'] is None:
+            problems.append('%s: MIG instance %s has no usable placement (%r)' % (label, profile, instance['placement']))
+            continue
+        instances.append({'profile': profile, 'memory_start': instance['start'],
+                          'memory_slices': instance['memory_slices'], 'compute_start': instance['compute_start'],
+                          'compute_slices': instance['compute_slices'],
+                          'uuids': [text(uuid) for uuid in instance['uuids']]})
+    return sorted(instances, key=lambda item: item['memory_start'])
+
+
+def _gpu(topology, gpu, problems):
+    """A GPU (the topology model's device of it) as drawn: its MIG instances only while it is in MIG mode."""
+    raw, label = gpu['gpu'], _label(gpu)
+    return {'label': label, 'index': _number(gpu['index']), 'uuid': text(gpu['uuid']),
+            'model': text(raw.get('name'), 'unknown GPU'), 'memory_mb': _number(raw.get('memory_total_mb')),
+            'node': _number(raw.get('numa_node')), 'mig': gpu['mig_mode'],
+            'instances': _instances(topology, gpu, label, problems) if gpu['mig_mode'] else []}
 
 
 def _topology(topology, reserved, problems):
@@ -145,7 +128,7 @@ def _topology(topology, reserved, problems):
     fact = topology.fact
     cpu = fact.get('cpu') if isinstance(fact.get('cpu'), dict) else {}
     nvml = fact.get('nvml') if isinstance(fact.get('nvml'), dict) else {}
-    gpus = [_gpu(raw, fact.get('mig_profiles'), problems) for raw in topology.gpus]
+    gpus = [_gpu(topology, topology.devices[raw['uuid']], problems) for raw in topology.gpus]
     known = set(topology.nodes)
     for gpu in gpus:
         if gpu['node'] is not None and gpu['node'] not in known:
@@ -154,17 +137,6 @@ def _topology(topology, reserved, problems):
     return {'sockets': _number(cpu.get('sockets')), 'cpu_model': text(cpu.get('model')), 'nodes': nodes, 'gpus': gpus,
             'nvml_available': bool(nvml.get('available')), 'nvml_reason': text(nvml.get('reason')),
             'driver': text(nvml.get('driver_version')), 'cuda': text(nvml.get('cuda_driver_version'))}
-
-
-def _devices(topology):
-    """UUID -> (GPU, MIG instance or None), for every GPU and compute instance drawn."""
-    found = {}
-    for gpu in topology['gpus'] if topology else []:
-        found[gpu['uuid']] = (gpu, None)
-        for instance in gpu['instances']:
-            for uuid in instance['uuids']:
-                found[uuid] = (gpu, instance)
-    return found
 
 
 # -- the plan and the audit ----------------------------------------------------------------------------------------
@@ -219,7 +191,25 @@ def _service_audit(name, audits):
     return {'state': state, 'remote_fraction': fraction, 'reasons': [text(reason) for reason in found.get('reasons') or []]}
 
 
-def _service(entry, topology, devices, audits, problems):
+def _device(uuid, indexed, topology):
+    """A service's device as drawn, on its GPU and MIG instance as the topology model has them; None where the page
+    does not draw it (the fact lacks it, or its MIG instance is not drawn)."""
+    device = indexed.devices.get(uuid) if indexed is not None else None
+    gpu = [gpu for gpu in topology['gpus'] if gpu['uuid'] == device['parent']] if device else []
+    if not gpu:
+        return None
+    gpu, instance = gpu[0], device['instance']
+    if instance is None:
+        return {'uuid': uuid, 'gpu': gpu['uuid'], 'gpu_label': gpu['label'], 'node': gpu['node'], 'instance': None,
+                'label': gpu['label']}
+    if not gpu['mig'] or instance['start'] is None:
+        return None
+    return {'uuid': uuid, 'gpu': gpu['uuid'], 'gpu_label': gpu['label'], 'node': gpu['node'],
+            'instance': instance['start'], 'label': '%s %s@%d' % (gpu['label'], text(instance['profile'], '?'),
+                                                                  instance['start'])}
+
+
+def _service(entry, indexed, topology, audits, problems):
     """One service of the plan (an Entry) as drawn: its CPUs and their nodes, memory nodes, devices, audit."""
     fields, name = entry.fields, entry.name
     cpus = _cpus(fields.get('cpus', fields.get('cpulist')), 'service %s\'s CPUs' % name, problems)
@@ -229,11 +219,9 @@ def _service(entry, topology, devices, audits, problems):
     drawn, unknown = [], []
     for uuid in entry.devices:
         uuid = text(uuid)
-        if uuid in devices:
-            gpu, instance = devices[uuid]
-            drawn.append({'uuid': uuid, 'gpu': gpu['uuid'], 'gpu_label': gpu['label'], 'node': gpu['node'],
-                          'instance': instance['memory_start'] if instance else None,
-                          'label': '%s %s@%d' % (gpu['label'], instance['profile'], instance['memory_start']) if instance else gpu['label']})
+        device = _device(uuid, indexed, topology)
+        if device is not None:
+            drawn.append(device)
         else:
             unknown.append(uuid)
     if unknown and topology:
@@ -291,8 +279,7 @@ def host_model(raw):
     audits = _audit_entries(raw.get('audit'), problems)
     if audits is None and entries:
         missing.append('audit')
-    devices = _devices(topology)
-    services = [_service(entry, topology, devices, audits, problems) for entry in entries or []]
+    services = [_service(entry, indexed, topology, audits, problems) for entry in entries or []]
     failed_audits = [service['name'] for service in services if service['audit']['state'] in ('fail', 'missing')]
     drift = _drift_entries(raw.get('drift'), problems)
     model = {'name': text(raw['name']), 'dc': text(raw.get('dc')), 'rack': text(raw.get('rack')),

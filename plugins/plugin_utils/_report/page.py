@@ -16,8 +16,8 @@ __metaclass__ = type
 from html import escape
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import WIDEST_DIVISION
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.diff import change_count
-from ansible_collections.gpufleet.core.plugins.plugin_utils._report.slices import WIDEST_SLICES
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.svg import draw_host
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.words import audit_words, text
 
@@ -182,6 +182,6 @@ def render_html(data, changes):
         _summary_html(data), _changes_html(changes),
         '<section id="hosts"><h2>Hosts</h2><p class="meta legend">%s; a dashed red line: a service across NUMA nodes. '
         'MIG instances on the %d compute (upper) and %d memory (lower) slices.</p><div class="cards">' % (
-            (legend,) + WIDEST_SLICES),
+            (legend,) + WIDEST_DIVISION),
         ''.join(host_html(host) for host in data['hosts']),
         '</div></section></body></html>\n'])

@@ -18,8 +18,8 @@ import math
 from html import escape
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import format_cpulist
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import geometry
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.canvas import PAD, SMALL, Canvas, text_width
-from ansible_collections.gpufleet.core.plugins.plugin_utils._report.slices import gpu_slices
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.words import audit_words, gib, placement_words
 
 WIDTH = 660
@@ -227,7 +227,9 @@ class _HostDrawing:
                     inner - 10, gbox)
         bar_w = inner - 10
         if gpu['mig']:
-            compute, memory = gpu_slices(gpu['model'])
+            # By the model's name: the report's JSON, which a later run draws again, has no profile table.
+            shape = geometry(gpu['model'])
+            compute, memory = shape.compute_slices, shape.memory_slices
             self._draw_slice_bar(gpu, gbox, y + 19, bar_w, compute, 'compute')
             self._draw_slice_bar(gpu, gbox, y + 37, bar_w, memory, 'memory')
             self.counts['mig-instances'] += len(gpu['instances'])

@@ -14,14 +14,12 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import PROFILES, profiles
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.diff import change_count, diff_reports
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.files import (
     HTML_NAME, JSON_NAME, PREVIOUS_NAME, plan_report, read_previous)
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.hostvars import host_input
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.model import FleetReportError, build_report
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.page import render_html
-from ansible_collections.gpufleet.core.plugins.plugin_utils._report.slices import WIDEST_SLICES, gpu_slices, slices_of
 
 from ...conftest import REPO
 from ...report import dom
@@ -256,20 +254,6 @@ def test_a_fact_or_plan_of_another_version_is_refused_in_the_readers_words(fleet
     # The plan file's text, and place_services' list, draw as the document does.
     document = models['plan-text']
     assert models['plan-list']['services'] == document['services'] and len(document['services']) == 2
-
-
-def test_mig_slices_come_from_nvidias_profile_table():
-    # Every model of the catalog: the widest profile's compute slices, the end of its furthest memory placement.
-    for model in PROFILES:
-        widest = max(profiles(model), key=lambda profile: profile['slice_count'])
-        assert gpu_slices(model) == (widest['slice_count'], max(
-            placement['start'] + placement['size'] for profile in profiles(model) for placement in profile['placements']))
-    assert gpu_slices('NVIDIA A100 80GB PCIe') == (7, 8) and WIDEST_SLICES == (7, 8)
-    # A model the catalog lacks is drawn on the widest division; a table of another division gives its own.
-    assert gpu_slices('NVIDIA A30') == WIDEST_SLICES
-    assert slices_of([{'name': '4g.24gb', 'slice_count': 4, 'placements': [{'start': 0, 'size': 4}]},
-                      {'name': '1g.6gb', 'slice_count': 1, 'placements': [{'start': 3, 'size': 1}]}]) == (4, 4)
-    assert slices_of([]) is None
 
 
 @pytest.mark.parametrize('hosts, words', [
