@@ -6,9 +6,10 @@
 """The one model of a gpufleet_topology fact: an index over it, the one rule for naming a GPU, and the host as it
 will be after a MIG plan (``Topology.after_mig``).
 
-Placement, MPS plans, MIG layouts and the filters read the fact through ``Topology`` rather than walking the dict:
-devices by UUID (MIG compute instances included, each mapped to its parent GPU and profile), NUMA nodes by id, and
-each node's CPUs grouped into whole cores, parsed once. Pure code with no system access, shared by modules on
+Placement, MPS plans, MIG layouts, the fleet report and the filters read the fact through ``Topology`` rather than
+walking the dict: devices by UUID (MIG compute instances included, each mapped to its parent GPU, profile and GPU
+instance), each GPU instance's place on its GPU's memory and compute slices, NUMA nodes by id, and each node's CPUs
+grouped into whole cores, parsed once. Pure code with no system access, shared by modules on
 targets and filter plugins on the controller (through plugin_utils).
 This is a private module: its API may change without notice.
 """
