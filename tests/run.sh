@@ -8,9 +8,11 @@ cd "$repo" || exit 1
 all_stages=(setup units units-oldest sanity lint galaxy molecule lab numa-vm)
 # The full run puts stages that share no state side by side, because one alone leaves a CPU idle: each pytest run is
 # one process and the playbooks it starts; molecule waits on containers about a third of the time, and numa-vm's
-# QEMU keeps one core busy. The lab (timing-sensitive steps, both cores busy) runs alone. A group's first stage
-# prints as it runs; the others' output follows it.
-full_schedule=(setup "units units-oldest" "sanity lint galaxy" "molecule numa-vm" lab)
+# QEMU keeps one core busy. In a group, lanes run side by side and a lane's stages (joined by +) one after another:
+# units-oldest runs a sample of the tables (GPUFLEET_CORE_SAMPLE), so sanity, lint and galaxy fit after it while units
+# runs. The lab (timing-sensitive steps, both cores busy) runs alone. A group's first lane prints as it runs; the
+# others' output follows it. docs/testing.md has each stage's time and CPU.
+full_schedule=(setup "units units-oldest+sanity+lint+galaxy" "molecule numa-vm" lab)
 if [ "$#" -gt 0 ]; then schedule=("$@"); else schedule=("${full_schedule[@]}"); fi
 
 export PYTHONDONTWRITEBYTECODE=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
@@ -39,9 +41,9 @@ stage_units() {
   tests/integration/report_chromium.sh  # the fleet report in headless Chromium
 }
 
-stage_units-oldest() {
+stage_units-oldest() { # every test, but of the tables of playbook runs a sample (tests/unit/support/core_sample.py)
   link_collection
-  PYTHONPATH="$collections" .venv-oldest/bin/python -m pytest -q -p no:cacheprovider tests/unit
+  GPUFLEET_CORE_SAMPLE=4 PYTHONPATH="$collections" .venv-oldest/bin/python -m pytest -q -p no:cacheprovider tests/unit
 }
 
 stage_sanity() {
@@ -113,7 +115,7 @@ stage_numa-vm() { # a real kernel with two NUMA nodes (QEMU, software emulation)
 }
 
 for group in "${schedule[@]}"; do
-  for stage in $group; do
+  for stage in ${group//+/ }; do
     if ! declare -F "stage_$stage" >/dev/null; then
       echo "tests/run.sh: unknown stage '$stage' (stages: ${all_stages[*]})" >&2
       exit 2
@@ -151,6 +153,10 @@ run_stage() { # STAGE: runs it and keeps its result line in $results/STAGE
     "${budget[$stage]:-?}" "$over" >"$results/$stage"
   echo "=== stage $stage: $result in ${seconds}s"
 }
+run_lane() { # STAGE[+STAGE...]: one after another, each to its end even when one before it failed
+  local stage
+  for stage in ${1//+/ }; do run_stage "$stage"; done
+}
 
 order=()
 groups=()
@@ -158,20 +164,20 @@ run_started=$(date +%s)
 for group in "${schedule[@]}"; do
   read -ra members <<<"$group"
   group_started=$(date +%s) busy_before=$(machine_busy)
-  order+=("${members[@]}")
+  for lane in "${members[@]}"; do read -ra stages <<<"${lane//+/ }"; order+=("${stages[@]}"); done
   pids=()
-  for stage in "${members[@]:1}"; do
-    run_stage "$stage" >"$results/$stage.log" 2>&1 &
+  for lane in "${members[@]:1}"; do
+    run_lane "$lane" >"$results/lane.$lane.log" 2>&1 &
     pids+=("$!")
   done
-  [ "${#members[@]}" -gt 1 ] && echo "=== stages ${members[*]:1} run beside ${members[0]}; their output follows its"
-  run_stage "${members[0]}"
+  [ "${#members[@]}" -gt 1 ] && echo "=== ${members[*]:1} run beside ${members[0]}; their output follows its"
+  run_lane "${members[0]}"
   for pid in "${pids[@]}"; do wait "$pid"; done
-  for stage in "${members[@]:1}"; do cat "$results/$stage.log"; done
-  group_seconds=$(( $(date +%s) - group_started ))
-  groups+=("$(printf '%-32s %5ss, the machine busy %5s CPU-s of %5s (%s%%)' "$group" "$group_seconds" \
-    "$(( $(machine_busy) - busy_before ))" "$(( group_seconds * $(nproc) ))" \
-    "$(( group_seconds > 0 ? ($(machine_busy) - busy_before) * 100 / (group_seconds * $(nproc)) : 0 ))")")
+  for lane in "${members[@]:1}"; do cat "$results/lane.$lane.log"; done
+  group_seconds=$(( $(date +%s) - group_started )) group_busy=$(( $(machine_busy) - busy_before ))
+  groups+=("$(printf '%-40s %5ss, the machine busy %5s CPU-s of %5s (%s%%)' "$group" "$group_seconds" \
+    "$group_busy" "$(( group_seconds * $(nproc) ))" \
+    "$(( group_seconds > 0 ? group_busy * 100 / (group_seconds * $(nproc)) : 0 ))")")
 done
 run_seconds=$(( $(date +%s) - run_started ))
 
