@@ -23,20 +23,23 @@ import ipaddress
 from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import ROLLOUT_SETTINGS, check_rollout_settings
 from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
-    address, address_problem, and_list, boolean, decimal_number, describe, label_problem, networks, networks_of, percentage,
-    shown, url_problem)
+    address, address_problem, and_list, boolean, boolean_problem, decimal_number, describe, label_problem, networks,
+    networks_of, percentage, shown, url_problem)
 
 PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
 DRIVERS_ROLES = ('nvidia_driver', 'container_toolkit', 'cuda')
 STAGE_SWITCHES = ('gpufleet_drivers_enabled', 'gpufleet_exporter_enabled', 'gpufleet_partition_enabled',
                   'gpufleet_services_enabled', 'gpufleet_verify_enabled', 'gpufleet_watchdog_enabled',
                   'gpufleet_monitoring_enabled', 'gpufleet_report_enabled')
+# The run's switches. The playbook reads each as validate normalised it (its settings), so that the words -e and INI
+# inventories give ("false", "no") switch as YAML's false does, not as a non-empty string, which Jinja takes as true.
+SWITCHES = STAGE_SWITCHES + ('gpufleet_full_run',)
 # The settings of the whole run: play keywords and fleet-wide switches, which must not differ between hosts.
 FLEET_SETTINGS = ('gpufleet_gpu_memory_budget_percent', 'gpufleet_gpu_memory_budgets', 'gpufleet_gpu_group',
                   'gpufleet_required_groups', 'gpufleet_preflight_policy', 'gpufleet_drivers_roles',
                   'gpufleet_watchdog_max_quarantined', 'gpufleet_watchdog_prometheus_url', 'gpufleet_monitoring_group',
                   'gpufleet_class_groups', 'gpufleet_dc_groups', 'gpufleet_rack_groups',
-                  'gpufleet_verify_max_remote_fraction') + STAGE_SWITCHES + ROLLOUT_SETTINGS
+                  'gpufleet_verify_max_remote_fraction') + SWITCHES + ROLLOUT_SETTINGS
 # A host's own inventory values.
 HOST_VALUES = ('gpufleet_management_address', 'gpufleet_management_cidrs', 'gpufleet_dc', 'gpufleet_rack',
                'gpufleet_expected_gpus', 'gpufleet_expected_numa')
@@ -74,10 +77,11 @@ def check_settings(values, groups):
     """
     problems = []
     settings = {}
-    for name in STAGE_SWITCHES:
-        settings[name] = boolean(values[name])
-        if settings[name] is None:
-            problems.append('%s is %s; give true or false' % (name, describe(values[name])))
+    for name in SWITCHES:
+        problem = boolean_problem(name, values[name])
+        if problem:
+            problems.append(problem)
+        settings[name] = bool(boolean(values[name]))
     settings.update(check_rollout_settings(values, problems))
     policy = values['gpufleet_preflight_policy']
     if policy not in PREFLIGHT_POLICIES:

@@ -122,6 +122,18 @@ def test_the_example_fleet_passes_validate_and_preflight_and_rolls_out_one_rack_
     assert kept['quarantine'] == []
 
 
+def test_switches_given_as_words_switch_the_stages_off(tmp_path):
+    # As -e key=value and INI inventories give them: validate accepts the words, and preflight reads the switches as
+    # validate normalised them (a string "no" would be a true string in a condition, or refused by ansible-core 2.19).
+    words = {'gpufleet_partition_enabled': 'no', 'gpufleet_services_enabled': 'false', 'gpufleet_full_run': 'no'}
+    ran, kept = run_stages(tmp_path, fleet(tmp_path), extra=words)
+    assert ran.returncode == 0, ran.stdout[-6000:]
+    assert kept['preflight']['failures'] == {}
+    # The A100 class declares a MIG layout and services: with the partition and services stages off, neither is planned.
+    assert 'gpufleet.core.mig : ' not in ran.stdout, ran.stdout[-6000:]
+    assert 'skipping: [hk1-a100-01]' in ran.stdout.split('Place the services on the GPUs')[1].split('TASK [')[0]
+
+
 def test_every_bad_host_is_reported_by_validate_and_no_host_is_even_read(tmp_path):
     inventory = fleet(tmp_path, host_vars={
         'hk1-a100-02': {'gpufleet_management_address': '192.168.9.9', 'mig_reset_strategy': 'rest'},

@@ -146,6 +146,11 @@ ACCEPTED = [
     ('a memory budget knob with an exception', [setvar(MONITORING, 'gpufleet_gpu_memory_budget_percent', 80),
                                                 setvar(MONITORING, 'gpufleet_gpu_memory_budgets', {'imagegen': 90})]),
     ('remote fraction as a string', [setvar(FLEET, 'gpufleet_verify_max_remote_fraction', '0.05')]),
+    # Quoted, as -e key=value and INI inventories give them: the playbook reads each switch as validate normalised it.
+    ('quoted switches', [setvar(FLEET, 'gpufleet_partition_enabled', 'no'),
+                         setvar(FLEET, 'gpufleet_verify_enabled', 'false'),
+                         setvar(FLEET, 'gpufleet_monitoring_enabled', 'yes'),
+                         setvar(FLEET, 'gpufleet_full_run', 'true'), setvar(FLEET, 'gpufleet_watchdog_enabled', 'off')]),
 ]
 
 REFUSED = [
@@ -198,6 +203,18 @@ REFUSED = [
      ['gpufleet_health_gate_soak', 'the string "5m"', 'whole number']),
     ('a required gate in words', [setvar(FLEET, 'gpufleet_health_gate_required', 'always')], 'fleet',
      ['gpufleet_health_gate_required', 'the string "always"', 'true']),
+    ('a full run in words', [setvar(FLEET, 'gpufleet_full_run', 'always')], 'fleet',
+     ['gpufleet_full_run is the string "always"; give true or false']),
+    ('a quoted switch that is no boolean', [setvar(FLEET, 'gpufleet_partition_enabled', 'n')], 'fleet',
+     ['gpufleet_partition_enabled is the string "n"; give true or false']),
+    ('a switch as a list', [setvar(FLEET, 'gpufleet_services_enabled', ['no'])], 'fleet',
+     ['gpufleet_services_enabled is the list ["no"]; give true or false']),
+    ('a canary in words', [setvar(FLEET, 'gpufleet_canary', 'one')], 'fleet',
+     ['gpufleet_canary is the string "one"', 'whole number (such as 1)']),
+    ('a soak with a fraction', [setvar(FLEET, 'gpufleet_health_gate_soak', 60.5)], 'fleet',
+     ['gpufleet_health_gate_soak is the number 60.5', 'whole number from 0 to 86400']),
+    ('a memory budget in words', [setvar(MONITORING, 'gpufleet_gpu_memory_budget_percent', 'most')], 'fleet',
+     ['gpufleet_gpu_memory_budget_percent is the string "most"', 'such as 85']),
     ('watchdog cap of 150%', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', '150%')], 'fleet',
      ['gpufleet_watchdog_max_quarantined', '"150%"']),
     ('watchdog cap of -1', [setvar(FLEET, 'gpufleet_watchdog_max_quarantined', -1)], 'fleet',
@@ -442,8 +459,11 @@ RUN_ACCEPTED, RUN_REFUSED = rows_to_run(ACCEPTED, REFUSED)
 
 
 @pytest.fixture(scope='module')
-def outcomes(tmp_path_factory):
-    cases = [(case[0], case[1]) for case in RUN_ACCEPTED + RUN_REFUSED]
+def outcomes(request, tmp_path_factory):
+    # Only the rows whose tests this session runs (-k selects some): each row is one ansible-playbook run.
+    selected = set(item.callspec.params['case_id'] for item in request.session.items
+                   if item.module is request.module and 'case_id' in getattr(getattr(item, 'callspec', None), 'params', {}))
+    cases = [(case[0], case[1]) for case in RUN_ACCEPTED + RUN_REFUSED if case[0] in selected]
     roots = dict((case_id, str(tmp_path_factory.mktemp('case'))) for case_id, _edits in cases)
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = dict((case_id, pool.submit(run_case, roots[case_id], edits)) for case_id, edits in cases)

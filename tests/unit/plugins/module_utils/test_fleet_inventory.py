@@ -25,7 +25,7 @@ DEFAULTS = {
     'gpufleet_gpu_memory_budgets': {}, 'gpufleet_canary': 1, 'gpufleet_health_gate_soak': 60,
     'gpufleet_health_gate_required': False,
 }
-DEFAULTS.update(dict((name, True) for name in fleet.STAGE_SWITCHES))
+DEFAULTS.update(dict((name, True) for name in fleet.STAGE_SWITCHES), gpufleet_full_run=False)
 
 
 def settings(**changes):
@@ -117,6 +117,31 @@ def test_the_canary_comes_from_the_first_failure_domain_and_leaves_its_batch_sma
 def test_a_wrong_setting_is_named_with_its_value(name, value, words):
     _found, problems = fleet.check_settings(dict(DEFAULTS, **{name: value}), GROUPS)
     assert len(problems) == 1 and name in problems[0] and words in problems[0], problems
+
+
+# A switch is read by the playbook as validate normalised it (playbooks/fleet/rollout.yml, the gpufleet role's
+# preflight): the words -e and INI inventories give switch as YAML's booleans do, anything else is refused.
+@pytest.mark.parametrize('value, normalised', [(True, True), (False, False), ('no', False), ('false', False),
+                                               ('False', False), ('off', False), ('0', False), ('yes', True),
+                                               ('true', True), ('on', True), ('1', True)])
+@pytest.mark.parametrize('name', fleet.SWITCHES)
+def test_a_switch_is_normalised_to_a_boolean(name, value, normalised):
+    assert settings(**{name: value})[name] is normalised
+
+
+@pytest.mark.parametrize('value, words', [('sometimes', 'the string "sometimes"'), (2, 'the integer 2'),
+                                          ('', 'the string ""'), (None, 'empty (null)'), (['no'], 'the list ["no"]'),
+                                          ('n', 'the string "n"')])
+@pytest.mark.parametrize('name', fleet.SWITCHES)
+def test_a_switch_that_is_no_boolean_is_refused_with_its_value_and_the_fix(name, value, words):
+    _found, problems = fleet.check_settings(dict(DEFAULTS, **{name: value}), GROUPS)
+    assert problems == ['%s is %s; give true or false' % (name, words)]
+
+
+def test_the_full_run_switch_is_a_setting_of_the_whole_run():
+    assert 'gpufleet_full_run' in fleet.FLEET_SETTINGS
+    differ = fleet.settings_that_differ({'g1': {'gpufleet_full_run': True}, 'g2': {'gpufleet_full_run': False}})
+    assert differ == {'gpufleet_full_run': {'true': ['g1'], 'false': ['g2']}}
 
 
 def test_a_setting_that_differs_between_hosts_is_named_with_every_host():
