@@ -15,7 +15,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import HANDED_DOWN
+from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import HANDED_DOWN, renderable
 from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory, check
 from ansible_collections.gpufleet.core.plugins.plugin_utils._role_vars import role_options, role_problems
 
@@ -32,6 +32,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail('gpufleet.core.fleet_validate takes no parameters (got %s); it reads the '
                                     'inventory' % ', '.join(sorted(self._task.args)))
         inventory = Inventory(task_vars or {}, self._templar)
+        addresses = {}  # each host's management address, read once for all its roles
 
         def problems_of(role, host):
             given = inventory.variables_of(host)
@@ -39,9 +40,11 @@ class ActionModule(ActionBase):
             # The shared thresholds are what the site playbook hands the role (playbooks/fleet/rollout.yml).
             values.update((name, inventory.value(host, knob)) for name, knob in HANDED_DOWN.items()
                           if name in role_options(role))
+            if host not in addresses:
+                addresses[host] = inventory.value(host, 'gpufleet_management_address')
+            values, unrendered = renderable(values, addresses[host])
             return ['gpufleet.core.%s: %s (see ansible-doc -t role gpufleet.core.%s)' % (role, problem, role)
-                    for problem in role_problems(
-                role, values, lambda text: inventory.render(host, text))]
+                    for problem in unrendered + role_problems(role, values, lambda text: inventory.render(host, text))]
 
         outcome = check(inventory, problems_of)
         failed = sorted(host for host, found in outcome['hosts'].items() if found)

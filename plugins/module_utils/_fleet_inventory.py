@@ -23,8 +23,8 @@ import ipaddress
 from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import ROLLOUT_SETTINGS, check_rollout_settings
 from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
-    address, address_problem, and_list, boolean, boolean_problem, decimal_number, describe, label_problem, networks,
-    networks_of, percentage, shown, url_problem)
+    Unrendered, address, address_problem, and_list, boolean, boolean_problem, decimal_number, describe, label_problem,
+    networks, networks_of, percentage, shown, unrendered_problem, url_problem)
 
 PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
 DRIVERS_ROLES = ('nvidia_driver', 'container_toolkit', 'cuda')
@@ -383,6 +383,21 @@ def exporter_problem(listen, model):
         return ('dcgm-exporter would listen on %s, which is not inside gpufleet_management_cidrs (%s): set '
                 'dcgm_exporter_listen_address to the host\'s management address' % (ip, ', '.join(model['networks'])))
     return None
+
+
+def renderable(values, management_address):
+    """(the values a role's checker can take, the problems of those the host cannot render): each Unrendered value is
+    named with what it needs, unless that is no more than what the host's management address needs (the example's
+    dcgm_exporter_listen_address, "{{ gpufleet_management_address }}"): check_host names the host's missing address
+    once."""
+    named = set(management_address.missing) if isinstance(management_address, Unrendered) else set()
+    rendered, problems = {}, []
+    for name, value in sorted(values.items()):
+        if not isinstance(value, Unrendered):
+            rendered[name] = value
+        elif not value.missing or not set(value.missing) <= named:
+            problems.append(unrendered_problem(name, value))
+    return rendered, problems
 
 
 def host_roles(settings, is_gpu, is_monitoring):

@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The collection's value rules, each one function: how a value is named in a message, and what a management
-address, a network, a failure-domain label, an absolute path, a unit name, a GPU or MIG device UUID, a whole number, a
-boolean and a percentage are.
+"""The collection's value rules, each one function: how a value is named in a message (one whose template the host
+cannot render included: Unrendered), and what a management address, a network, a failure-domain label, an absolute
+path, a unit name, a GPU or MIG device UUID, a whole number, a boolean and a percentage are.
 
 Pure code, used on the controller (the fleet model, role checkers) and on hosts alike. Each ``*_problem`` function
 returns None for a good value, else one sentence naming the variable, the value as given (with its YAML type where the
@@ -43,10 +43,30 @@ def _json(value):
         return repr(value)
 
 
+class Unrendered(object):
+    """A value whose template the host cannot render, as the inventory gives it: the template as written, the variables
+    it needs (in turn, through other variables) that the host does not have, and the template engine's words where
+    those are not known. The controller's inventory reader gives it in place of the value (a KeyError or the engine's
+    own message would name neither the host nor the variable)."""
+
+    def __init__(self, template, missing=(), error=''):
+        self.template = template
+        self.missing = tuple(missing)
+        self.error = error
+
+    def __str__(self):
+        return str(self.template)
+
+
 def describe(value):
     """The value as a message shows it, with its YAML type: 'the integer 2', 'the string "85%"', 'the list [...]'."""
     if value is None:
         return 'empty (null)'
+    if isinstance(value, Unrendered):
+        if value.missing:
+            return 'the template %s, which needs %s, not set for this host' % (_json(value.template),
+                                                                             and_list(value.missing))
+        return 'the template %s, which cannot be rendered (%s)' % (_json(value.template), value.error)
     if isinstance(value, bool):
         return 'the boolean %s' % ('true' if value else 'false')
     if isinstance(value, int):
@@ -150,6 +170,14 @@ def label_problem(variable, value, what):
     return '%s is %s; a %s is letters, digits, _ . and - only' % (variable, describe(value), what)
 
 
+def unrendered_problem(variable, value):
+    """A value whose template the host cannot render (Unrendered): what it needs, and the fix."""
+    if value.missing:
+        return '%s is %s; set %s for the host, or give %s without it' % (variable, describe(value),
+                                                                        and_list(value.missing), variable)
+    return '%s is %s; fix the template' % (variable, describe(value))
+
+
 def is_path(value, trailing_slash=False):
     """The path rule: an absolute path on one line, without whitespace, a '..' component or (unless trailing_slash)
     a trailing '/'; '/' itself is a path."""
@@ -223,6 +251,10 @@ def address(value):
 def address_problem(variable, value):
     if address(value) is not None:
         return None
+    if isinstance(value, Unrendered) and value.missing:
+        # The example's "{{ ansible_host }}" on a host listed without its ansible_host.
+        return ("%s is %s: set %s for the host in the inventory, or %s in its host_vars, to the host's management IP "
+                "address, such as 10.20.1.11" % (variable, describe(value), and_list(value.missing), variable))
     if value in ('', None):
         return "%s is not set; give the host's management IP address, such as 10.20.1.11" % variable
     if isinstance(value, str) and '/' in value and address(value.split('/')[0]) is not None:

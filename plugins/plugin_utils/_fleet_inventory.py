@@ -17,11 +17,13 @@ import os
 import re
 
 import yaml
-from jinja2 import Environment, meta
+from ansible.errors import AnsibleTemplateError
+from jinja2 import Environment, TemplateSyntaxError, meta
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_rollout as rollout
 from ansible_collections.gpufleet.core.plugins.module_utils import _hardware_class as hardware_class
+from ansible_collections.gpufleet.core.plugins.module_utils._values import Unrendered
 
 try:  # ansible-core 2.19 and later render only strings marked as trusted templates
     from ansible.template import trust_as_template
@@ -34,6 +36,11 @@ _DEFAULTS = {}
 # "{{ name }}" and nothing else: a reference to one variable, such as the example's "{{ ansible_host }}".
 _REFERENCE = re.compile(r'\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}')
 _TEMPLATE_MARKS = ('{{', '{%', '{#')
+# Names a template reads that no inventory sets: Jinja's and Ansible's globals.
+_TEMPLATE_GLOBALS = frozenset(('lookup', 'query', 'q', 'now', 'undef', 'range', 'dict', 'lipsum', 'cycler', 'joiner',
+                               'namespace', 'omit', 'hostvars'))
+# ansible-core's words for an undefined variable, where the template's own variables cannot be read.
+_UNDEFINED = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)' is undefined")
 
 
 def role_defaults(role='gpufleet'):
@@ -103,6 +110,37 @@ def _has_template(value):
     return False
 
 
+def _template_texts(value):
+    """Every string with a template in a value, however deep."""
+    if isinstance(value, str):
+        return [value] if any(mark in value for mark in _TEMPLATE_MARKS) else []
+    if isinstance(value, dict) or hasattr(value, 'items'):
+        return [text for key, item in value.items() for text in _template_texts(key) + _template_texts(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in _template_texts(item)]
+    return []
+
+
+def missing_variables(variables, name):
+    """The variables that the template of ``name`` needs, in turn through the variables it names, which ``variables``
+    (a host's untemplated variables: an inventory_reader's) lack, sorted: ["ansible_host"] for the example's
+    "{{ ansible_host }}" on a host listed without its ansible_host."""
+    missing, seen, pending = set(), set(), [name]
+    while pending:
+        current = pending.pop()
+        if current in seen or current not in variables:
+            continue
+        seen.add(current)
+        for text in _template_texts(variables[current]):
+            try:
+                used = meta.find_undeclared_variables(Environment().parse(text))
+            except TemplateSyntaxError:
+                continue
+            pending.extend(other for other in used - _TEMPLATE_GLOBALS if other in variables)
+            missing.update(other for other in used - _TEMPLATE_GLOBALS if other not in variables)
+    return sorted(missing)
+
+
 def exact_value(variables, name, default=None):
     """A variable's value in untemplated variables (an inventory_reader's), as the template engine would give it,
     where that needs no engine: a value with no template anywhere in it as it is, a reference to one variable
@@ -167,11 +205,28 @@ class Inventory:
         return self._variables[host]
 
     def value(self, host, name, default=None):
-        """The host's value of a variable, else the gpufleet role's default, else ``default``."""
+        """The host's value of a variable, else the gpufleet role's default, else ``default``; an Unrendered where the
+        host cannot render its template (it names a variable the host does not have)."""
         variables = self.variables_of(host)
-        if name in variables:
-            return plain(variables[name])
-        return plain(role_defaults().get(name, default))
+        if name not in variables:
+            return plain(role_defaults().get(name, default))
+        try:
+            found = plain(variables[name])
+        except AnsibleTemplateError as error:  # ansible-core 2.19 and later: an undefined variable raises
+            return self._unrendered(host, name, error)
+        if _template_texts(found):  # before 2.19 a template that names an undefined variable is left as written
+            unrendered = self._unrendered(host, name, '')
+            return unrendered if unrendered.missing else found
+        return found
+
+    def _unrendered(self, host, name, error):
+        raw = self._read_inventory(host) if self._read_inventory else None
+        if isinstance(raw, dict) or hasattr(raw, 'items'):
+            template, missing = (plain(raw[name]) if name in raw else ''), missing_variables(raw, name)
+        else:
+            template, missing = '', []
+        words = ' '.join(str(getattr(error, 'message', '') or error).split())
+        return Unrendered(template, missing or _UNDEFINED.findall(words)[:1], words)
 
     def raw_value(self, host, name):
         """The host's value of a variable as the template engine would give it, read without the engine where that
@@ -234,13 +289,16 @@ def check(inventory, role_problems=None):
         model, found = fleet.check_host(host, inventory.values(host, names), groups_of.get(host, []), settings)
         models[host] = model
         roles[host] = fleet.host_roles(settings, model['gpu'], host in monitoring) if not setting_problems else []
-        if not found and ('gpu_services' in roles[host] or 'mig' in roles[host]):
+        services, layouts = inventory.value(host, 'gpu_services_services', []), inventory.value(host, 'mig_layouts', [])
+        # (One the host cannot render is its role's problem, below.)
+        if not found and ('gpu_services' in roles[host] or 'mig' in roles[host]) \
+                and not isinstance(services, Unrendered) and not isinstance(layouts, Unrendered):
             # The class's promise against what its services and MIG layouts ask for (a mig-parted file is read on
             # the host, by the mig module).
             check_mig = 'mig' in roles[host] and not inventory.value(host, 'mig_parted_config_file', '')
             found.extend('%s: %s' % (host, problem) for problem in hardware_class.plan_problems(
-                model['promise'], inventory.value(host, 'gpu_services_services', []) if 'gpu_services' in roles[host]
-                else [], inventory.value(host, 'mig_layouts', []) if check_mig else [], check_mig))
+                model['promise'], services if 'gpu_services' in roles[host] else [], layouts if check_mig else [],
+                check_mig))
         if 'dcgm_exporter' in roles[host] and model['address']:
             problem = fleet.exporter_problem(inventory.value(host, 'dcgm_exporter_listen_address', ''), model)
             if problem:
@@ -264,10 +322,12 @@ def check(inventory, role_problems=None):
                'models': models, 'roles': roles}
     if not setting_problems:
         monitoring_host = monitoring[0] if settings['gpufleet_monitoring_enabled'] and monitoring else ''
+        found_address = [inventory.value(monitoring_host, name, '') for name in (
+            'gpufleet_management_address', 'ansible_host')] if monitoring_host else []
         outcome['watchdog'] = {
             'cap': rollout.watchdog_cap(settings, len(inventory.groups.get(settings['gpufleet_gpu_group'], []))),
-            'prometheus_url': rollout.watchdog_prometheus_url(settings, monitoring_host, inventory.value(
-                monitoring_host, 'gpufleet_management_address', '') or inventory.value(
-                    monitoring_host, 'ansible_host', monitoring_host) if monitoring_host else ''),
+            'prometheus_url': rollout.watchdog_prometheus_url(settings, monitoring_host, ([
+                given for given in found_address if isinstance(given, str) and given] + [monitoring_host])[0]
+                if monitoring_host else ''),
         }
     return outcome

@@ -109,6 +109,8 @@ def address_of(host, value):
 # who None. Host names: hk1-a100-01..04, hk2-h100-01/02, hk2-h200-01, hk2-cpu-01.
 
 A1, A2, H1, H2, G1, C1 = 'hk1-a100-01', 'hk1-a100-02', 'hk2-h100-01', 'hk2-h100-02', 'hk2-h200-01', 'hk2-cpu-01'
+NEW = 'hk1-a100-05'  # a host added to the example
+NO_ADDRESS = 'a new host without its ansible_host'
 WITH_IPV6 = ['10.20.0.0/16', '10.30.0.0/16', 'fd00:20::/64']  # the example's management networks and an IPv6 one
 
 ACCEPTED = [
@@ -263,6 +265,14 @@ REFUSED = [
      ['gpufleet_management_address is not set']),
     ('address as an integer', [hostvar(A1, 'gpufleet_management_address', 10)], A1,
      ['gpufleet_management_address', 'the integer 10']),
+    # The example's management address is "{{ ansible_host }}": one message, not the template engine's error.
+    (NO_ADDRESS, [add_to_group(NEW, 'a100_pcie_4x'), add_to_group(NEW, 'hk1_rack_a')], NEW,
+     ['gpufleet_management_address is the template "{{ ansible_host }}", which needs ansible_host, not set for this '
+      'host: set ansible_host for the host in the inventory, or gpufleet_management_address in its host_vars']),
+    ('a mirror variable misspelt in a template', [setvar(MIRRORS, 'nvidia_driver_repo_url',
+                                                         '{{ hk_mirorr }}/nvidia/cuda/repos/ubuntu2204/x86_64')], A1,
+     ['gpufleet.core.nvidia_driver: nvidia_driver_repo_url is the template "{{ hk_mirorr }}/nvidia/cuda/repos/',
+      'which needs hk_mirorr, not set for this host; set hk_mirorr for the host']),
     ('networks as a comma string', [setvar(FLEET, 'gpufleet_management_cidrs', '10.20.0.0/16,10.30.0.0/16')], A1,
      ['gpufleet_management_cidrs', 'the string "10.20.0.0/16,10.30.0.0/16"', 'must be a list',
       '["10.20.0.0/16", "10.30.0.0/16"]']),
@@ -493,6 +503,15 @@ def test_validate_refuses(outcomes, case_id, who, names):
         found = [message for host, task, message in failures if host == who and task == 'Every value of this host is valid']
         names = [who] + list(names)
     assert_refused(rc != 0 and bool(found), ' | '.join(found) or repr(failures), names)
+
+
+@pytest.mark.parametrize('case_id', [NO_ADDRESS])
+def test_a_host_without_its_address_has_one_problem(outcomes, case_id):
+    # Its dcgm_exporter_listen_address, "{{ gpufleet_management_address }}", needs the same ansible_host: not named
+    # again.
+    _rc, failures, _output = outcomes[case_id]
+    found = [message for host, task, message in failures if host == NEW and task == 'Every value of this host is valid']
+    assert len(found) == 1 and found[0].count('%s: ' % NEW) == 1 and 'dcgm_exporter' not in found[0], found
 
 
 def test_the_table_is_big_enough_and_ids_unique():

@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_rollout as rollout
+from ansible_collections.gpufleet.core.plugins.module_utils._values import Unrendered
 
 GROUPS = {'all': ['g1', 'g2', 'g3', 'g4', 'c1', 'c2'], 'gpu_hosts': ['g1', 'g2', 'g3', 'g4'],
           'a100': ['g1', 'g2', 'g3', 'g4'], 'cpu_only': ['c1', 'c2'], 'monitoring': ['c1'], 'monitoring6': ['c2'],
@@ -180,6 +181,47 @@ def test_an_ipv6_address_is_one_address_however_written():
 def test_a_wrong_host_value_is_named_with_the_host_and_the_value(changes, words):
     _model, problems = _host(**changes)
     assert len(problems) == 1 and problems[0].startswith('g1: ') and words in problems[0], problems
+
+
+# A host listed without its ansible_host, under the example's gpufleet_management_address: "{{ ansible_host }}".
+NO_ANSIBLE_HOST = Unrendered('{{ ansible_host }}', ['ansible_host'], "'ansible_host' is undefined")
+
+
+def test_a_host_without_its_address_is_named_once_with_both_variables():
+    model, problems = _host(gpufleet_management_address=NO_ANSIBLE_HOST)
+    assert problems == [
+        'g1: gpufleet_management_address is the template "{{ ansible_host }}", which needs ansible_host, not set for '
+        'this host: set ansible_host for the host in the inventory, or gpufleet_management_address in its host_vars, '
+        "to the host's management IP address, such as 10.20.1.11"]
+    assert model['address'] == '' and model['given_address'] == '"{{ ansible_host }}"'
+
+
+def test_a_value_the_host_cannot_render_is_named_unless_the_missing_address_names_it_already():
+    values = {'dcgm_exporter_listen_address': Unrendered('{{ gpufleet_management_address }}', ['ansible_host']),
+              'nvidia_driver_repo_url': Unrendered('{{ hk_mirorr }}/cuda', ['hk_mirorr']),
+              'nvidia_driver_version': '570.133.20'}
+    rendered, problems = fleet.renderable(values, NO_ANSIBLE_HOST)
+    assert rendered == {'nvidia_driver_version': '570.133.20'}
+    assert problems == ['nvidia_driver_repo_url is the template "{{ hk_mirorr }}/cuda", which needs hk_mirorr, not '
+                        'set for this host; set hk_mirorr for the host, or give nvidia_driver_repo_url without it']
+    # With an address, the listen address is named too.
+    _rendered, problems = fleet.renderable(values, '10.20.1.11')
+    assert len(problems) == 2 and problems[0].startswith(
+        'dcgm_exporter_listen_address is the template "{{ gpufleet_management_address }}", which needs ansible_host')
+
+
+def test_a_value_that_fails_to_render_for_another_reason_gives_the_engines_words():
+    _rendered, problems = fleet.renderable({'cuda_toolkits': Unrendered('{{ x | nosuchfilter }}', (), 'no filter named '
+                                                                         "'nosuchfilter'")}, '10.20.1.11')
+    assert problems == ['cuda_toolkits is the template "{{ x | nosuchfilter }}", which cannot be rendered (no filter '
+                        "named 'nosuchfilter'); fix the template"]
+
+
+def test_a_setting_the_host_cannot_render_is_named_with_what_it_needs():
+    canary = Unrendered('{{ hk_canary }}', ['hk_canary'])
+    _found, problems = fleet.check_settings(dict(DEFAULTS, gpufleet_canary=canary), GROUPS)
+    assert len(problems) == 1 and problems[0].startswith(
+        'gpufleet_canary is the template "{{ hk_canary }}", which needs hk_canary, not set for this host; give ')
 
 
 def test_a_host_of_a_misspelt_class_group_outside_the_run_is_named():

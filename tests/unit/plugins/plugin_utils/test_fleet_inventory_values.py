@@ -14,7 +14,9 @@ from ansible.template import Templar
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
-from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory, inventory_values
+from ansible_collections.gpufleet.core.plugins.module_utils._values import Unrendered
+from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import (
+    Inventory, inventory_values, missing_variables)
 
 try:
     from ansible.plugins.loader import init_plugin_loader
@@ -40,6 +42,13 @@ FORMS = {
     'reference-to-a-list': ({'nets': ['10.20.1.0/24'], NAME: '{{ nets }}'}, ['10.20.1.0/24'], True),
     'not-set': ({}, '', True),
 }
+# Hosts whose value names a variable they do not have: (their variables, the template, what it needs).
+UNRENDERED = {
+    'no-ansible-host': ({NAME: '{{ ansible_host }}'}, '{{ ansible_host }}', ('ansible_host',)),
+    'chain-to-nothing': ({'mgmt': '{{ mgmt_ip }}', NAME: '{{ mgmt }}'}, '{{ mgmt }}', ('mgmt_ip',)),
+    'two-missing': ({NAME: "{{ lookup('env', 'NOPE') ~ net ~ '.' ~ last }}"},
+                    "{{ lookup('env', 'NOPE') ~ net ~ '.' ~ last }}", ('last', 'net')),
+}
 # A host a previous run left facts of, in the fact cache: read from the inventory, not from the facts.
 CACHED = 'cached-facts'
 CACHED_VARIABLES = {'ansible_host': '10.20.1.19', NAME: '{{ ansible_host }}'}
@@ -51,7 +60,8 @@ def inventory(tmp_path_factory):
     init_plugin_loader()
     root = tmp_path_factory.mktemp('inventory')
     lines = ['[fleet]']
-    for host, (variables, _value, _cheap) in list(FORMS.items()) + [(CACHED, (CACHED_VARIABLES, None, None))]:
+    for host, (variables, _value, _cheap) in list(FORMS.items()) + list(UNRENDERED.items()) + [
+            (CACHED, (CACHED_VARIABLES, None, None))]:
         lines.append(host + ''.join(' %s=%s' % (name, _ini(value)) for name, value in variables.items()))
     (root / 'hosts.ini').write_text('\n'.join(lines) + '\n')
     loader = DataLoader()
@@ -59,7 +69,7 @@ def inventory(tmp_path_factory):
     variables = VariableManager(loader=loader, inventory=manager)
     variables.set_host_facts(CACHED, CACHED_FACTS)
     hostvars = HostVars(inventory=manager, variable_manager=variables, loader=loader)
-    hosts = list(FORMS) + [CACHED]
+    hosts = list(FORMS) + list(UNRENDERED) + [CACHED]
     task_vars = {'hostvars': hostvars, 'groups': {'all': hosts, 'fleet': hosts}, 'ansible_play_hosts_all': hosts}
     return Inventory(task_vars, Templar(loader=loader))
 
@@ -117,3 +127,23 @@ def test_inventory_values_of_plain_mappings_read_them_as_they_are():
     # what the monitoring role passes on: values read once, standing for hostvars
     read = {'a': {NAME: '10.0.0.1', 'other': 1}, 'b': {}}
     assert inventory_values(read, ['a', 'b', 'c'], [NAME]) == {'a': {NAME: '10.0.0.1'}, 'b': {}}
+
+
+@pytest.mark.parametrize('host', sorted(UNRENDERED))
+def test_a_value_the_host_cannot_render_is_an_unrendered_naming_what_it_needs(inventory, host):
+    _variables, template, missing = UNRENDERED[host]
+    # ansible-core 2.19 and later raise on the undefined variable; older ones leave the template as written: both
+    # give the template and the variables it needs, in turn, that the host does not have.
+    for found in (inventory.value(host, NAME), inventory.raw_value(host, NAME)):
+        assert isinstance(found, Unrendered), found
+        assert (found.template, found.missing) == (template, missing)
+
+
+def test_the_variables_a_template_needs_are_followed_through_the_variables_it_names():
+    variables = {'a': '{{ b }}-{{ c }}', 'b': ['{{ d | default(e) }}'], 'c': 'x', 'inventory_hostname': 'h',
+                 'f': '{% for item in g %}{{ item }}{% endfor %}', 'loop': '{{ a }}{{ loop }}'}
+    assert missing_variables(variables, 'a') == ['d', 'e']
+    assert missing_variables(variables, 'f') == ['g']
+    assert missing_variables(variables, 'loop') == ['d', 'e']
+    assert missing_variables(variables, 'c') == [] and missing_variables(variables, 'unset') == []
+    assert missing_variables({'a': '{{ unclosed'}, 'a') == []
