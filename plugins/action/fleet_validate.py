@@ -51,6 +51,7 @@ class ActionModule(ActionBase):
         result.update({
             'changed': False,
             'hosts': outcome['hosts'],
+            'messages': outcome['messages'],
             'fleet': outcome['fleet'],
             'roles': outcome['roles'],
             'failed_hosts': failed,

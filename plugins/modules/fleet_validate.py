@@ -60,10 +60,24 @@ EXAMPLES = r'''
 
 RETURN = r'''
 hosts:
-  description: Every host of the run to its problems, each naming the host, the variable, the value and the fix.
+  description:
+    - Every host of the run to its problems, each naming the host, the variable, the value and the fix; each host's in
+      full, as the summary lists them (see RV(messages)).
   returned: always
   type: dict
   sample: {"hk1-a100-01": ["hk1-a100-01: gpufleet_rack is the integer 2; give a string, the rack (letters, digits, _ . -), such as \"hk1-a\""]}
+messages:
+  description:
+    - Every host with problems to what its failure says - its problems, each named once - a problem that several hosts
+      share (one value in C(group_vars)) is named in full, with every host that has it, in the message of the first
+      of them by name, and the others' messages say where.
+  returned: always
+  type: dict
+  sample:
+    hk1-a100-01: >-
+      2 hosts (hk1-a100-01 and hk1-a100-02) have the same problem, named here once: gpufleet_rack is the integer 2;
+      give a string, the rack (letters, digits, _ . -), such as "hk1-a"
+    hk1-a100-02: "hk1-a100-02: the same problem as hk1-a100-01, named in full in hk1-a100-01's message"
 failed_hosts:
   description: The hosts with problems.
   returned: always

@@ -21,6 +21,7 @@ from ansible.errors import AnsibleTemplateError
 from jinja2 import Environment, TemplateSyntaxError, meta
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_messages as fleet_messages
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_rollout as rollout
 from ansible_collections.gpufleet.core.plugins.module_utils import _hardware_class as hardware_class
 from ansible_collections.gpufleet.core.plugins.module_utils._values import Unrendered
@@ -269,7 +270,8 @@ class Inventory:
 
 
 def check(inventory, role_problems=None):
-    """The validate stage's verdict: {'hosts': {host: [problems]}, 'fleet': [the problems that are no run host's],
+    """The validate stage's verdict: {'hosts': {host: [problems]}, 'messages': {host: what its failure says, a problem
+    several hosts share named once (_fleet_messages)}, 'fleet': [the problems that are no run host's],
     'fleet_all': [every fleet-wide problem, shared addresses included], 'settings', 'models', 'roles': {host:
     [roles]}, 'watchdog': {'cap', 'prometheus_url'}}.
 
@@ -313,13 +315,17 @@ def check(inventory, role_problems=None):
     addresses = dict((host, inventory.raw_value(host, 'gpufleet_management_address'))
                      for host in inventory.groups.get('all', []))
     clashes = fleet.address_clashes(addresses)
-    for host in run_hosts:
-        problems[host].extend('%s: %s' % (host, problem) for problem in clashes.get(host, []))
+    clashing = dict((host, ['%s: %s' % (host, problem) for problem in clashes[host]])
+                    for host in run_hosts if host in clashes)
+    # A problem several hosts share is named once (a shared address names its hosts itself).
+    messages = fleet_messages.host_messages(problems, clashing)
+    for host, found in clashing.items():
+        problems[host].extend(found)
     general = setting_problems + fleet.fleet_problems(models, settings, per_host_settings)
     general += fleet.stranded_hosts(groups_of, set(run_hosts), settings)
     shared = sorted(set(problem for found in clashes.values() for problem in found))
-    outcome = {'hosts': problems, 'fleet': general, 'fleet_all': shared + general, 'settings': settings,
-               'models': models, 'roles': roles}
+    outcome = {'hosts': problems, 'messages': messages, 'fleet': general, 'fleet_all': shared + general,
+               'settings': settings, 'models': models, 'roles': roles}
     if not setting_problems:
         monitoring_host = monitoring[0] if settings['gpufleet_monitoring_enabled'] and monitoring else ''
         found_address = [inventory.value(monitoring_host, name, '') for name in (

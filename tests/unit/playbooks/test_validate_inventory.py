@@ -110,6 +110,8 @@ def address_of(host, value):
 
 A1, A2, H1, H2, G1, C1 = 'hk1-a100-01', 'hk1-a100-02', 'hk2-h100-01', 'hk2-h100-02', 'hk2-h200-01', 'hk2-cpu-01'
 NEW = 'hk1-a100-05'  # a host added to the example
+GPU_HOSTS = ['hk1-a100-01', 'hk1-a100-02', 'hk1-a100-03', 'hk1-a100-04', 'hk2-h100-01', 'hk2-h100-02', 'hk2-h200-01']
+MIRROR_WITHOUT_SCHEME = 'the mirror without its scheme'
 NO_ADDRESS = 'a new host without its ansible_host'
 WITH_IPV6 = ['10.20.0.0/16', '10.30.0.0/16', 'fd00:20::/64']  # the example's management networks and an IPv6 one
 
@@ -269,6 +271,12 @@ REFUSED = [
     (NO_ADDRESS, [add_to_group(NEW, 'a100_pcie_4x'), add_to_group(NEW, 'hk1_rack_a')], NEW,
      ['gpufleet_management_address is the template "{{ ansible_host }}", which needs ansible_host, not set for this '
       'host: set ansible_host for the host in the inventory, or gpufleet_management_address in its host_vars']),
+    # One value in group_vars, the same problem on every GPU host, once per role that reads it: named once.
+    (MIRROR_WITHOUT_SCHEME, [setvar(MIRRORS, 'hk_mirror', 'mirror.hk.example.net')], A1,
+     ['7 hosts (%s and %s) have the same 8 problems, named here once: ' % (', '.join(GPU_HOSTS[:-1]), GPU_HOSTS[-1]),
+      'gpufleet.core.nvidia_driver: nvidia_driver_repo_url is the string "mirror.hk.example.net/nvidia/cuda/repos/',
+      'which has no scheme', 'gpufleet.core.cuda: cuda_repo_url', 'gpufleet.core.container_toolkit: ',
+      'gpufleet.core.dcgm_exporter: ']),
     ('a mirror variable misspelt in a template', [setvar(MIRRORS, 'nvidia_driver_repo_url',
                                                          '{{ hk_mirorr }}/nvidia/cuda/repos/ubuntu2204/x86_64')], A1,
      ['gpufleet.core.nvidia_driver: nvidia_driver_repo_url is the template "{{ hk_mirorr }}/nvidia/cuda/repos/',
@@ -321,7 +329,7 @@ REFUSED = [
     ('a host in two racks', [add_to_group(A1, 'hk2_rack_b')], A1,
      ['2 rack groups', 'hk1_rack_a', 'hk2_rack_b']),
     ('a host in no rack', [remove_from_group(A1, 'hk1_rack_a')], A1, ['no rack groups']),
-    ('a rack under two data centres', [child_of('hk2_rack_c', 'dc_hk1')], G1,
+    ('a rack under two data centres', [child_of('hk2_rack_c', 'dc_hk1')], C1,
      ['2 data centre groups', 'dc_hk1', 'dc_hk2']),
     ('two racks with one label', [setvar('group_vars/hk2_rack_b.yml', 'gpufleet_rack', 'hk2-c')], 'fleet',
      ['gpufleet_rack hk2-c is set by 2 groups', 'hk2_rack_b', 'hk2_rack_c']),
@@ -512,6 +520,19 @@ def test_a_host_without_its_address_has_one_problem(outcomes, case_id):
     _rc, failures, _output = outcomes[case_id]
     found = [message for host, task, message in failures if host == NEW and task == 'Every value of this host is valid']
     assert len(found) == 1 and found[0].count('%s: ' % NEW) == 1 and 'dcgm_exporter' not in found[0], found
+
+
+@pytest.mark.parametrize('case_id', [MIRROR_WITHOUT_SCHEME])
+def test_a_problem_many_hosts_share_is_named_once_and_each_host_fails(outcomes, case_id):
+    _rc, failures, output = outcomes[case_id]
+    found = dict((host, message) for host, task, message in failures if task == 'Every value of this host is valid')
+    assert sorted(found) == sorted(GPU_HOSTS), failures
+    told = ' '.join(found.values())
+    assert told.count('nvidia_driver_repo_url is the string') == 1 and told.count(GPU_HOSTS[-1]) == 2, told
+    assert all(found[host] == "%s: the same 8 problems as 6 other hosts, named in full in %s's message" % (host, A1)
+               for host in GPU_HOSTS[1:]), found
+    # Every host's problems in full are still the verdict's, which the summary lists.
+    assert output.count('nvidia_driver_repo_url is the string') >= len(GPU_HOSTS)
 
 
 def test_the_table_is_big_enough_and_ids_unique():

@@ -1,14 +1,15 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The fleet model (module_utils/_fleet_inventory.py) on plain data: the run's settings, a host's values, the fleet's
-rules, the rollout's batches and the watchdog's fleet cap. The validate stage on whole inventories is
-tests/unit/playbooks/test_validate_inventory.py."""
+rules, the rollout's batches and the watchdog's fleet cap; and what each host's failure says (_fleet_messages.py).
+The validate stage on whole inventories is tests/unit/playbooks/test_validate_inventory.py."""
 
 from __future__ import absolute_import, division, print_function
 
 import pytest
 
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_inventory as fleet
+from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_messages as messages
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_rollout as rollout
 from ansible_collections.gpufleet.core.plugins.module_utils._values import Unrendered
 
@@ -236,3 +237,54 @@ def test_each_host_runs_the_roles_of_its_stages():
     assert fleet.host_roles(settings(), True, False) == ['nvidia_driver', 'container_toolkit', 'cuda', 'dcgm_exporter',
                                                          'mig', 'mps', 'gpu_services', 'gpu_watchdog']
     assert fleet.host_roles(settings(gpufleet_drivers_enabled=False), False, True) == ['gpu_services', 'monitoring']
+
+
+# -- what each host's failure says: a problem several hosts share is named once -----------------------------------
+
+MIRROR = ['gpufleet.core.nvidia_driver: nvidia_driver_repo_url is the string "mirror.hk/cuda", which has no scheme',
+          'gpufleet.core.cuda: cuda_repo_url is the string "mirror.hk/cuda", which has no scheme']
+SEVEN = ['h%d' % number for number in range(1, 8)]
+
+
+def test_a_problem_many_hosts_share_is_named_once_with_every_host_and_its_role():
+    found = messages.host_messages(dict((host, ['%s: %s' % (host, problem) for problem in MIRROR]) for host in SEVEN))
+    assert found['h1'] == ('7 hosts (h1, h2, h3, h4, h5, h6 and h7) have the same 2 problems, named here once: '
+                           + '; '.join(MIRROR))
+    assert all(found[host] == "%s: the same 2 problems as 6 other hosts, named in full in h1's message" % host
+               for host in SEVEN[1:])
+    told = ' '.join(found.values())
+    assert all(told.count(problem) == 1 for problem in MIRROR) and told.count('h7') == 2
+
+
+def test_a_hosts_own_problems_are_named_with_it_beside_those_it_shares():
+    problems = {'h1': ['h1: gpufleet_rack is the integer 2', 'h1: mps_daemons[0].device is the integer 0'],
+                'h2': ['h2: gpufleet_rack is the integer 2'],
+                'h3': ['h3: cuda_toolkits is the string "12.8"']}
+    found = messages.host_messages(problems)
+    assert found == {
+        'h1': '2 hosts (h1 and h2) have the same problem, named here once: gpufleet_rack is the integer 2; '
+              'h1: mps_daemons[0].device is the integer 0',
+        'h2': "h2: the same problem as h1, named in full in h1's message",
+        'h3': 'h3: cuda_toolkits is the string "12.8"'}
+
+
+def test_problems_shared_by_different_hosts_are_named_once_per_set_of_hosts():
+    problems = {'h1': ['h1: a', 'h1: b'], 'h2': ['h2: a', 'h2: b'], 'h3': ['h3: b']}
+    found = messages.host_messages(problems)
+    assert found['h1'] == ('2 hosts (h1 and h2) have the same problem, named here once: a; '
+                           '3 hosts (h1, h2 and h3) have the same problem, named here once: b')
+    assert found['h2'] == ("h2: the same problem as h1, named in full in h1's message; "
+                           "h2: the same problem as 2 other hosts, named in full in h1's message")
+    assert found['h3'] == "h3: the same problem as 2 other hosts, named in full in h1's message"
+
+
+def test_a_shared_address_is_named_on_each_of_its_hosts_and_a_host_without_problems_has_no_message():
+    clash = 'h1 and h2 have the same gpufleet_management_address 10.20.1.11; give each host its own address'
+    found = messages.host_messages({'h1': [], 'h2': [], 'h3': []}, {'h1': ['h1: ' + clash], 'h2': ['h2: ' + clash]})
+    assert found == {'h1': 'h1: ' + clash, 'h2': 'h2: ' + clash}
+
+
+def test_a_shared_problem_names_its_first_hosts_and_counts_the_others():
+    assert messages.hosts_named(['h%03d' % number for number in range(1, 41)]) == (
+        '40 hosts (h001, h002, h003, h004, h005, h006, h007, h008, h009, h010 and 30 more)')
+    assert messages.hosts_named(['a', 'b']) == '2 hosts (a and b)'
