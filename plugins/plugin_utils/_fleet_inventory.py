@@ -246,9 +246,12 @@ class Inventory:
     def render(self, host, text):
         """A role default that is a template (such as "{{ mps_daemons | default([]) }}"), as the host would get it:
         rendered with the host's values of the variables it names (hostvars' own mapping is no template context)."""
-        known = self.variables_of(host)
-        names = meta.find_undeclared_variables(Environment().parse(text))
-        variables = dict((name, plain(known[name])) for name in names if name in known)
+        known, variables = self.variables_of(host), {}
+        for name in meta.find_undeclared_variables(Environment().parse(text)):
+            found = self.value(host, name) if name in known else None
+            # One the host cannot render is named as its own role's value; the default's default() stands in.
+            if name in known and not isinstance(found, Unrendered):
+                variables[name] = found
         if hasattr(self.templar, 'copy_with_new_env'):
             return plain(self.templar.copy_with_new_env(available_variables=variables).template(trust_as_template(text)))
         saved = self.templar.available_variables

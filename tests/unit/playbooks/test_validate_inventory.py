@@ -277,6 +277,9 @@ REFUSED = [
       'gpufleet.core.nvidia_driver: nvidia_driver_repo_url is the string "mirror.hk.example.net/nvidia/cuda/repos/',
       'which has no scheme', 'gpufleet.core.cuda: cuda_repo_url', 'gpufleet.core.container_toolkit: ',
       'gpufleet.core.dcgm_exporter: ']),
+    # The gpu_services role's default for its MPS daemons is "{{ mps_daemons | default([]) }}": named once, as mps's.
+    ('MPS daemons from a variable the host lacks', [hostvar(H1, 'mps_daemons', '{{ hk_h100_daemons }}')], H1,
+     ['gpufleet.core.mps: mps_daemons is the template "{{ hk_h100_daemons }}", which needs hk_h100_daemons']),
     ('a mirror variable misspelt in a template', [setvar(MIRRORS, 'nvidia_driver_repo_url',
                                                          '{{ hk_mirorr }}/nvidia/cuda/repos/ubuntu2204/x86_64')], A1,
      ['gpufleet.core.nvidia_driver: nvidia_driver_repo_url is the template "{{ hk_mirorr }}/nvidia/cuda/repos/',
