@@ -64,8 +64,8 @@ def describe(value):
         return 'empty (null)'
     if isinstance(value, Unrendered):
         if value.missing:
-            return 'the template %s, which needs %s, not set for this host' % (_json(value.template),
-                                                                             and_list(value.missing))
+            return 'the template %s, which needs %s, not set for this host' % (
+                _json(value.template), and_list(value.missing))
         return 'the template %s, which cannot be rendered (%s)' % (_json(value.template), value.error)
     if isinstance(value, bool):
         return 'the boolean %s' % ('true' if value else 'false')
@@ -173,8 +173,8 @@ def label_problem(variable, value, what):
 def unrendered_problem(variable, value):
     """A value whose template the host cannot render (Unrendered): what it needs, and the fix."""
     if value.missing:
-        return '%s is %s; set %s for the host, or give %s without it' % (variable, describe(value),
-                                                                        and_list(value.missing), variable)
+        return '%s is %s; set %s for the host, or give %s without it' % (
+            variable, describe(value), and_list(value.missing), variable)
     return '%s is %s; fix the template' % (variable, describe(value))
 
 
