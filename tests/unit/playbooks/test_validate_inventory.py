@@ -247,9 +247,11 @@ REFUSED = [
      ['gpufleet_gpu_memory_budgets is the mapping {"imagegen": 150}', '(imagegen is not)']),
     ("the watchdog's own budget beside the knob", [setvar(A100, 'gpu_watchdog_memory_budget_percent', 80)], A1,
      ['gpu_watchdog_memory_budget_percent is the integer 80', 'hands down gpufleet_gpu_memory_budget_percent (85)']),
+    # Set in group_vars/all, every host has it: named once, with the monitoring host among them.
     ("the alert's own remote fraction beside the knob", [setvar(MONITORING, 'monitoring_binding_max_remote_fraction',
-                                                                0.05)], C1,
-     ['monitoring_binding_max_remote_fraction is the number 0.05', 'gpufleet_verify_max_remote_fraction (0.02)']),
+                                                                0.05)], A1,
+     ['8 hosts (', C1, 'monitoring_binding_max_remote_fraction is the number 0.05',
+      'gpufleet_verify_max_remote_fraction (0.02)']),
     # -- addresses and networks
     ('address is a word', [address_of(A1, 'hk1-a100-01.mgmt')], A1,
      ['gpufleet_management_address', 'the string "hk1-a100-01.mgmt"', 'not an IP address']),
