@@ -294,16 +294,16 @@ def check(inventory, role_problems=None):
         model, found = fleet.check_host(host, inventory.values(host, names), groups_of.get(host, []), settings)
         models[host] = model
         roles[host] = fleet.host_roles(settings, model['gpu'], host in monitoring) if not setting_problems else []
-        services, layouts = inventory.value(host, 'gpu_services_services', []), inventory.value(host, 'mig_layouts', [])
-        # (One the host cannot render is its role's problem, below.)
-        if not found and ('gpu_services' in roles[host] or 'mig' in roles[host]) \
-                and not isinstance(services, Unrendered) and not isinstance(layouts, Unrendered):
+        if not found and ('gpu_services' in roles[host] or 'mig' in roles[host]):
             # The class's promise against what its services and MIG layouts ask for (a mig-parted file is read on
             # the host, by the mig module).
             check_mig = 'mig' in roles[host] and not inventory.value(host, 'mig_parted_config_file', '')
-            found.extend('%s: %s' % (host, problem) for problem in hardware_class.plan_problems(
-                model['promise'], services if 'gpu_services' in roles[host] else [], layouts if check_mig else [],
-                check_mig))
+            services = inventory.value(host, 'gpu_services_services', []) if 'gpu_services' in roles[host] else []
+            layouts = inventory.value(host, 'mig_layouts', []) if check_mig else []
+            # One the host cannot render is its role's problem (below).
+            if not isinstance(services, Unrendered) and not isinstance(layouts, Unrendered):
+                found.extend('%s: %s' % (host, problem) for problem in hardware_class.plan_problems(
+                    model['promise'], services, layouts, check_mig))
         if 'dcgm_exporter' in roles[host] and model['address']:
             problem = fleet.exporter_problem(inventory.value(host, 'dcgm_exporter_listen_address', ''), model)
             if problem:
@@ -331,12 +331,12 @@ def check(inventory, role_problems=None):
                'settings': settings, 'models': models, 'roles': roles}
     if not setting_problems:
         monitoring_host = monitoring[0] if settings['gpufleet_monitoring_enabled'] and monitoring else ''
-        found_address = [inventory.value(monitoring_host, name, '') for name in (
-            'gpufleet_management_address', 'ansible_host')] if monitoring_host else []
+        # Its management address, else its ansible_host, else its name; one it cannot render (its own problem) is none.
+        given = [inventory.value(monitoring_host, name, '') for name in ('gpufleet_management_address', 'ansible_host')
+                 ] if monitoring_host else []
         outcome['watchdog'] = {
             'cap': rollout.watchdog_cap(settings, len(inventory.groups.get(settings['gpufleet_gpu_group'], []))),
-            'prometheus_url': rollout.watchdog_prometheus_url(settings, monitoring_host, ([
-                given for given in found_address if isinstance(given, str) and given] + [monitoring_host])[0]
-                if monitoring_host else ''),
+            'prometheus_url': rollout.watchdog_prometheus_url(settings, monitoring_host, next(
+                (address for address in given if isinstance(address, str) and address), monitoring_host)),
         }
     return outcome
