@@ -33,4 +33,12 @@ cd "$repo"
 if podman ps -a --format '{{.Names}}' | grep -Eq "^gpufleet-$1(-.*)?\$"; then
   molecule destroy -s "$1" 9>&-
 fi
-molecule test -s "$1" "${@:2}" 9>&-
+# Each of molecule's actions (create, prepare, converge, idempotence, verify, destroy) ends with the seconds since the
+# scenario started, so that a slow scenario says which action its time went to (docs/testing.md).
+started=$SECONDS
+molecule test -s "$1" "${@:2}" 9>&- 2>&1 | while IFS= read -r line; do
+  case $line in
+    *INFO*'] Executed: '*) printf '%s (at %d s)\n' "$line" "$((SECONDS - started))" ;;
+    *) printf '%s\n' "$line" ;;
+  esac
+done
