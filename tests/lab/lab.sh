@@ -229,8 +229,8 @@ wait_ssh() { # wait_ssh HOST ADDRESS: until it answers, at most 60 s
 }
 
 up() {
-  local started=$SECONDS host address source name gpus config state line unanswered=0
-  local -a fresh=() known=() stale=() facts=() waits=() pairs=()
+  local started=$SECONDS host address source name gpus config state line unanswered=0 unprovisioned=0
+  local -a fresh=() known=() stale=() facts=() waits=() pairs=() provisions=()
   local -A gpu_counts=()
   check_table
   install_missing openssh-client dpkg-dev gnupg
@@ -283,10 +283,19 @@ up() {
     create "$host" "$address" "${gpu_counts[$host]}" "$config"
     fresh+=("$host $address $config")
   done < <(hosts)
+  # Side by side: each host's provisioning waits on its own boot and apt, not on the others'.
   for line in "${fresh[@]}"; do
     read -r host address config <<<"$line"
     say "provisioning $(container "$host")"
-    provision "$host" "$config"
+    provision "$host" "$config" &
+    provisions+=($!)
+  done
+  for line in "${provisions[@]}"; do
+    wait "$line" || unprovisioned=1
+  done
+  [ "$unprovisioned" -eq 0 ] || die "not every host could be provisioned (above); the lab is left as it is, to look at"
+  for line in "${fresh[@]}"; do
+    read -r host address config <<<"$line"
     known+=("$address $(pm exec "$(container "$host")" cat /etc/ssh/ssh_host_ed25519_key.pub | cut -d' ' -f1,2)")
   done
   unlock
