@@ -11,9 +11,10 @@ Steps, in order (each one starts from where the previous one left the lab; each 
                changed=0 (a second run changes nothing), every audit passes, and the summary ends with Prometheus's
                address and every target up
   rolling      a MIG change on the A100 group, one host at a time: a probe sees both hosts' services never down at once
-  lost         a host's container stops during the partition stage of a full run of its data centre
-               (gpufleet_full_run): the run goes on within max_fail_percentage and names it; once it is back (its MIG
-               instances gone), a run limited to it (no fact cache) finds the drift and converges it
+  lost         a host's container stops during the partition stage of a run of its data centre (its partition
+               receipt removed, so that it goes through that stage): the run goes on within max_fail_percentage and
+               names it; once it is back (its MIG instances gone), a run limited to it (no fact cache) finds the
+               drift and converges it
   monitoring   the monitoring host's Prometheus (hk2-cpu-01) scrapes every host's exporters through the targets the
                site generated from the inventory: every target up with its labels, every alert of the pack loaded
   report       a service's binding broken by hand, then the report playbook alone: the page shows that audit failed and
@@ -27,7 +28,8 @@ Steps, in order (each one starts from where the previous one left the lab; each 
                back to 570.133.20 (a downgrade takes the same path) with a fault on the canary during its health
                gate's soak (a GPU's row remapping fails): the run stops after the canary's batch naming the host and
                the alert, and no other host is touched; the fault is then cleared
-  rollback     the rest of the fleet back to 570.133.20 the same way: every host converged, its audit passed
+  rollback     the rest of the fleet back to 570.133.20 (the canary's batch, then the other three hosts in one batch):
+               every host converged, its audit passed
   faults       faults injected on single hosts, handled by the watchdog as docs/gpu_watchdog.md's table says: one
                service over its GPU memory budget is restarted alone, until the rate limit holds it; a GPU falls off
                the bus (Xid 79): quarantined once, never in a loop, and the pack's alert fires in Prometheus, where
@@ -93,6 +95,7 @@ REPORTS = os.path.join(EXAMPLE, 'reports')
 REPORT_HTML = os.path.join(REPORTS, 'fleet-report.html')
 REPORT_JSON = os.path.join(REPORTS, 'fleet-report.json')
 PLAN_FILE = '/etc/gpufleet/placement.json'
+RECEIPTS = '/var/lib/gpufleet/receipts'
 
 
 class Failed(Exception):
@@ -350,9 +353,10 @@ def step_lost():
                                           stderr=subprocess.STDOUT, check=False).returncode)
 
     # The data centre hk2 (three hosts, one batch): one lost host is 33% of it, within a limit of 34%. Its hosts are
-    # converged, so their receipts would skip every stage: a full run goes through them all.
-    rc, output, recap, summary = site(dict(ONE_BATCH, gpufleet_max_fail_percentage=34, gpufleet_full_run=True),
-                                      limit='dc_hk2', watch=watch)
+    # converged, so their receipts would skip every stage: without its partition receipt (as after a drift there) the
+    # lost host goes through the partition stage and the ones after it, and the others through none, as they would.
+    on_host(lost, 'rm %s/partition.json' % RECEIPTS)
+    rc, output, recap, summary = site(dict(ONE_BATCH, gpufleet_max_fail_percentage=34), limit='dc_hk2', watch=watch)
     check(stopped == [0], 'the container was not stopped during the partition stage', output)
     check(rc != 0, 'a lost host did not fail the run', output)
     check(line_of(summary, lost).startswith(lost + ': UNREACHABLE during the partition stage: '),
@@ -878,8 +882,10 @@ def step_rollback():
     before = dict((host, driver_state(host)) for host in GPU_HOSTS)
     behind = sorted(host for host in GPU_HOSTS if on_version(before[host], DRIVER_OLD))
     watch = RunWatch()
-    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_OLD), limit=UPGRADE_LIMIT,
-                                      watch=watch)
+    # The canary's batch first, then the three hosts still behind in one batch: step upgrade showed the batches of
+    # two; this one shows that a rollout stopped by its gate resumes, and takes no longer than it must.
+    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, gpufleet_serial=3, nvidia_driver_version=DRIVER_OLD),
+                                      limit=UPGRADE_LIMIT, watch=watch)
     check(rc == 0, 'the rollback failed', output)
     for host in GPU_HOSTS:
         check(line_of(summary, host).startswith(host + ': converged; audit passed'),
