@@ -12,6 +12,7 @@ from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible.vars.hostvars import HostVars
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.gpufleet.core.plugins.module_utils._values import Unrendered
@@ -57,7 +58,17 @@ CACHED_FACTS = {NAME: '10.99.0.1', 'ansible_hostname': 'cached-facts'}
 
 @pytest.fixture(scope='module')
 def inventory(tmp_path_factory):
+    # The plugin loader installs ansible-core's collection finder for the whole process; it goes again after this
+    # module, or the filter tests after it (in another order than by name) import gpufleet.core through it and fail
+    # with "collection metadata was not loaded".
+    finder_before = AnsibleCollectionConfig.collection_finder
     init_plugin_loader()
+    yield _inventory(tmp_path_factory)
+    if finder_before is None and AnsibleCollectionConfig.collection_finder is not None:
+        type(AnsibleCollectionConfig.collection_finder)._remove()
+
+
+def _inventory(tmp_path_factory):
     root = tmp_path_factory.mktemp('inventory')
     lines = ['[fleet]']
     for host, (variables, _value, _cheap) in list(FORMS.items()) + list(UNRENDERED.items()) + [
