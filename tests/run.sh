@@ -9,10 +9,10 @@ all_stages=(setup units units-oldest sanity lint galaxy molecule lab numa-vm)
 # The full run puts stages that share no state side by side, because one alone leaves a CPU idle: each pytest run is
 # one process and the playbooks it starts; molecule waits on containers about a third of the time, and numa-vm's
 # QEMU keeps one core busy. In a group, lanes run side by side and a lane's stages (joined by +) one after another:
-# units-oldest runs a sample of the tables (GPUFLEET_CORE_SAMPLE), so sanity, lint and galaxy fit after it while units
-# runs. The lab (timing-sensitive steps, both cores busy) runs alone. A group's first lane prints as it runs; the
-# others' output follows it. docs/testing.md has each stage's time and CPU.
-full_schedule=(setup "units units-oldest+sanity+lint+galaxy" "molecule numa-vm" lab)
+# units-oldest runs a sample of the tables (GPUFLEET_CORE_SAMPLE), so sanity fits after it while units runs, and lint
+# and galaxy after numa-vm while molecule runs. The lab (timing-sensitive steps, both cores busy) runs alone. A
+# group's first lane prints as it runs; the others' output follows it. docs/testing.md has each stage's time and CPU.
+full_schedule=(setup "units units-oldest+sanity" "molecule numa-vm+lint+galaxy" lab)
 if [ "$#" -gt 0 ]; then schedule=("$@"); else schedule=("${full_schedule[@]}"); fi
 
 export PYTHONDONTWRITEBYTECODE=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
