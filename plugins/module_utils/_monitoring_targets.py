@@ -21,6 +21,7 @@ __metaclass__ = type
 from ansible_collections.gpufleet.core.plugins.module_utils import _alert_pack as alert_pack
 from ansible_collections.gpufleet.core.plugins.module_utils._fleet_inventory import (
     groups_matching, hardware_class, shared_addresses)
+from ansible_collections.gpufleet.core.plugins.module_utils._service_specs import service_specs, takes_gpus
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     address, address_problem, and_list, decimal_number, describe, label_problem, networks, networks_of, shown, whole_number)
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_config import MEMORY_BUDGET_PERCENT
@@ -54,7 +55,6 @@ SETTINGS = {
     'monitoring_missing_counters': 'fail',
 }
 PROMETHEUS_PORT = 9090
-_NO_GPUS = (0, '0', None, [], {})
 
 
 # -- a host's hardware class -------------------------------------------------------------------------------------
@@ -94,10 +94,10 @@ def _memory_budget(services, settings):
     budgets = _setting(settings, 'monitoring_gpu_memory_budgets')
     budgets = budgets if isinstance(budgets, dict) else {}
     found = []
-    for spec in services if isinstance(services, list) else []:
-        if not isinstance(spec, dict) or 'gpus' not in spec or spec['gpus'] in _NO_GPUS:
+    for spec in service_specs(services)[0]:
+        if not takes_gpus(spec):
             continue
-        name = spec.get('name')
+        name = spec['name']
         budget = decimal_number(budgets[name]) if isinstance(name, str) and name in budgets else None
         found.append(default if budget is None else budget)
     return float(min(found)) if found else float(default)

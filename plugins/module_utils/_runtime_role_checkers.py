@@ -18,6 +18,7 @@ import re
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._role_checker import (
     DCGM_FIELD, MISSING, RoleChecker, flow_style, full_match, strings_problem)
+from ansible_collections.gpufleet.core.plugins.module_utils._service_specs import service_specs
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     boolean, decimal_number, describe, is_device_uuid, is_http_url, is_unit_name, is_unit_prefix, path_problem, percentage, shown,
     whole_number)
@@ -274,8 +275,11 @@ _DEVICE = re.compile(r'(?:/dev/|char-|block-)\S+')
 
 
 def check_gpu_services(values):
-    """The role's own settings; each service's keys are checked with its placement (the service_units filter)."""
+    """The role's own settings, and each service's rules that need no host (_service_specs)."""
     check = RoleChecker(values)
+    services, users = check.get('gpu_services_services'), check.get('gpu_services_user_prefix')
+    if isinstance(services, list):
+        check.add(*service_specs(services, users if isinstance(users, str) else 'gpufleet-')[1])
     for name in ('gpu_services_services', 'gpu_services_mps_daemons', 'gpu_services_device_allow'):
         value = check.get(name)
         if value is not MISSING and not isinstance(value, (list, tuple)):

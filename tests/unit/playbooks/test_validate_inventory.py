@@ -69,6 +69,14 @@ def add_to_group(host, group, address=None):
     return edit
 
 
+def service(**changes):
+    """The example's LLM service with its values written out, changed by CHANGES."""
+    spec = {'name': 'llm', 'description': 'LLM inference', 'gpus': 2, 'cpus': 16,
+            'command': '/opt/llm/bin/serve --port 8000'}
+    spec.update(changes)
+    return spec
+
+
 def remove_from_group(host, group):
     def edit(inventory):
         inventory['hosts.yml']['all']['children'][group]['hosts'].pop(host)
@@ -402,6 +410,28 @@ REFUSED = [
     ('a GPU on a node past the promise', [setvar(A100, 'gpufleet_expected_numa',
                                                  {'nodes': 2, 'gpus_per_node': {0: 2, 2: 2}})], A1,
      ['names a node past the 2 nodes']),
+    # -- gpu_services_services: every rule that needs no host, in validate (_service_specs)
+    ('a service name with a space', [hostvar(A1, 'gpu_services_services', [service(name='my llm')])], A1,
+     ['gpu_services_services entry 1: name is the string "my llm"', 'lower-case letters']),
+    ('a service name in capitals', [hostvar(A1, 'gpu_services_services', [service(name='LLM')])], A1,
+     ['gpu_services_services entry 1: name is the string "LLM"']),
+    ('a service name ending in a newline', [hostvar(A1, 'gpu_services_services', [service(name='llm\n')])], A1,
+     ['gpu_services_services entry 1: name is the string "llm\\n"']),
+    ('a service name with a slash', [hostvar(A1, 'gpu_services_services', [service(name='llm/v2')])], A1,
+     ['gpu_services_services entry 1: name is the string "llm/v2"']),
+    ('a service named ..', [hostvar(A1, 'gpu_services_services', [service(name='..')])], A1,
+     ['gpu_services_services entry 1: name is the string ".."']),
+    ('a service name of 300 characters', [hostvar(A1, 'gpu_services_services', [service(name='l' * 300)])], A1,
+     ['gpu_services_services entry 1: name is the string "llll', 'up to 63']),
+    ('two services with one name', [hostvar(A1, 'gpu_services_services', [service(), service(gpus=1)])], A1,
+     ['gpu_services_services entry 1: name is the string "llm", which entries 1 and 2 share']),
+    ('an MPS pinned-memory limit without a unit',
+     [hostvar(A1, 'gpu_services_services',
+              [service(gpus={'mps': {'device': 'GPU-3c1a-0001', 'pinned_mem_limit': '20'}})])],
+     A1, ['gpu_services_services: service llm: gpus.mps.pinned_mem_limit', 'the string "20"', 'has no unit']),
+    ('a native command that is not an absolute path',
+     [hostvar(A1, 'gpu_services_services', [service(command='serve --port 8000')])], A1,
+     ['gpu_services_services: service llm: command is the string "serve --port 8000"', 'absolute path']),
 ]
 
 ACCEPTED += [

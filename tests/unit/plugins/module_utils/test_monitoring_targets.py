@@ -180,7 +180,12 @@ def test_a_hosts_hardware_class(groups, class_groups, model, found):
     ([{'name': 'llm', 'gpus': 2}], {'llm': 70}, 85, 70.0),
     ([{'name': 'llm', 'gpus': 2}, {'name': 'imagegen', 'gpus': 1}], {'imagegen': 80}, 90, 80.0),
     # Services without GPUs have no GPU memory budget.
-    ([{'name': 'web', 'gpus': 0}, {'name': 'api'}], {'web': 10, 'api': 10}, 85, 85.0),
+    ([{'name': 'web', 'gpus': 0}, {'name': 'cpu', 'gpus': '0'}, {'name': 'none', 'gpus': []}],
+     {'web': 10, 'cpu': 10, 'none': 10}, 85, 85.0),
+    # A service that leaves gpus out has one GPU (the planner's default), and so its budget.
+    ([{'name': 'web', 'gpus': 0}, {'name': 'api'}], {'web': 10, 'api': 10}, 85, 10.0),
+    ([{'name': 'api', 'gpus': None}], {'api': 40}, 85, 40.0),
+    ([{'name': 'share', 'gpus': {'mps': {'device': 'GPU-1'}}}], {'share': 30}, 85, 30.0),
     ([{'name': 'mig', 'gpus': {'mig_profile': '1g.10gb'}}], {'mig': 60}, 85, 60.0),
     ('not a list', {}, 85, 85.0),
 ])
