@@ -20,6 +20,7 @@ __metaclass__ = type
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import profiles as catalog_profiles
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_layout import resolve
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import GpuShape, LayoutError, validate
+from ansible_collections.gpufleet.core.plugins.module_utils._service_specs import service_specs
 from ansible_collections.gpufleet.core.plugins.module_utils._values import boolean, describe, whole_number
 
 _NUMA_KEYS = ('nodes', 'cpus_per_node', 'gpus_per_node')
@@ -181,15 +182,13 @@ def plan_problems(promise, services, mig_layouts, check_mig=True):
         return problems  # the gpu_services role's own checker names it
     whole, wanted = [], {}
     largest_node = max(promise['gpus_per_node'].values()) if promise['gpus_per_node'] else None
-    for spec in services:
-        if not isinstance(spec, dict):
-            continue
-        name = spec.get('name', '?')
-        cross = boolean(spec.get('allow_cross_numa', False)) is True
-        gpus = spec.get('gpus', 1)
+    for spec in service_specs(services)[0]:
+        name = spec['name'] if isinstance(spec['name'], str) else '?'
+        cross = boolean(spec['allow_cross_numa']) is True
+        gpus = spec['gpus']
         count = whole_number(gpus)
         if count is not None and count > 0:
-            if boolean(spec.get('exclusive', True)) is not False:
+            if boolean(spec['exclusive']) is not False:
                 whole.append((name, count))
             if largest_node is not None and count > largest_node and not cross:
                 problems.append('service %s asks for %d whole GPUs on one NUMA node, but no node of the class has more '
@@ -199,7 +198,7 @@ def plan_problems(promise, services, mig_layouts, check_mig=True):
         elif isinstance(gpus, dict) and isinstance(gpus.get('mig_profile'), str):
             number = whole_number(gpus.get('count', 1))
             wanted.setdefault(gpus['mig_profile'], []).append((name, number if number is not None else 1))
-        cpus = whole_number(spec.get('cpus'))
+        cpus = whole_number(spec['cpus'])
         if cpus is not None and promise['cpus_per_node'] is not None and cpus > promise['cpus_per_node'] and not cross:
             problems.append('service %s asks for %d CPUs on one NUMA node, but the class promises %d CPUs per node '
                             '(gpufleet_expected_numa.cpus_per_node); ask for fewer, or set allow_cross_numa: true'

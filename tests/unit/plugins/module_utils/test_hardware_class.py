@@ -99,6 +99,11 @@ def test_the_reference_pair_fits_the_a100_class():
      'the services ask for 3 whole GPUs (a 2, b 1), but the class has 4 GPU(s), 2 of them in MIG mode'),
     ([{'name': 'img', 'gpus': {'mig_profile': '1g.10gb', 'count': 3}}], [{'gpus': 3, 'layout': ['1g.10gb', '1g.10gb']}],
      'the services ask for 3 MIG device(s) of profile 1g.10gb (img 3), but the class\'s mig_layouts create 2'),
+    # gpus left out or null is one GPU, as the planner reads it (_service_specs).
+    ([{'name': 'a', 'gpus': 2}, {'name': 'b', 'gpus': None}], [{'gpus': [0, 1], 'layout': ['7g.80gb']}],
+     'the services ask for 3 whole GPUs (a 2, b 1)'),
+    ([{'name': 'a', 'gpus': 2}, {'name': 'b', 'cpus': 2}], [{'gpus': [0, 1], 'layout': ['7g.80gb']}],
+     'the services ask for 3 whole GPUs (a 2, b 1)'),
     ([], [{'gpus': 'all', 'layout': ['4g.40gb', '4g.40gb']}], '4g.40gb allows at most 1 per GPU'),
     ([], [{'gpus': ['NVIDIA H100 80GB HBM3'], 'layout': ['7g.80gb']}], "selects the string \"NVIDIA H100 80GB HBM3\""),
 ])
