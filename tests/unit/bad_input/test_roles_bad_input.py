@@ -43,6 +43,18 @@ GPU_SERVICES_CASES = [
      ['gpu_services_device_allow']),
     ('services as a dict', {'gpu_services_services': {'web': {'gpus': 1}}}, ['gpu_services_services must be a list']),
     ('MPS daemons as a dict', {'gpu_services_mps_daemons': {'device': 0}}, ['gpu_services_mps_daemons a list']),
+    # The services' rules that need no host: the same checker as validate's (_service_specs).
+    ('a native command that is not an absolute path',
+     {'gpu_services_services': [{'name': 'llm', 'gpus': 0, 'command': 'serve --port 8000'}]},
+     ['gpu_services_services: service llm: command is the string "serve --port 8000"', 'absolute path']),
+    ('an MPS pinned-memory limit without a unit',
+     {'gpu_services_services': [{'name': 'llm', 'command': '/opt/llm/bin/serve',
+                                 'gpus': {'mps': {'device': 'GPU-1', 'pinned_mem_limit': '20'}}}]},
+     ['gpu_services_services: service llm: gpus.mps.pinned_mem_limit', 'has no unit']),
+    ('two services with one name',
+     {'gpu_services_services': [{'name': 'web', 'gpus': 0, 'command': '/opt/web/bin/serve'},
+                                {'name': 'web', 'gpus': 0, 'command': '/opt/web/bin/serve'}]},
+     ['gpu_services_services entry 1: name is the string "web", which entries 1 and 2 share']),
 ]
 
 DCGM_EXPORTER_CASES = [
