@@ -166,6 +166,12 @@ REFUSED = [
      ['gpu_watchdog_fleet_prometheus_url', '"http://10.20.3.41:9090/"', 'no trailing slash']),
     ('gpu_services', {'gpu_services_services': {'name': 'llm'}},
      ['gpu_services_services must be a list', 'the mapping {"name": "llm"}']),
+    # Each service's rules that need no host (_service_specs), with the role's user prefix.
+    ('gpu_services', {'gpu_services_services': [{'name': 'LLM', 'command': '/opt/llm/bin/serve'}]},
+     ['gpu_services_services entry 1: name is the string "LLM"']),
+    ('gpu_services', {'gpu_services_user_prefix': 'a-much-longer-user-prefix-',
+                      'gpu_services_services': [{'name': 'imagegen', 'command': '/opt/imagegen/bin/serve'}]},
+     ["the dedicated user 'a-much-longer-user-prefix-imagegen' is longer than 32 characters"]),
     ('gpu_services', {'gpu_services_reserved_cpus': 0}, ['gpu_services_reserved_cpus is the integer 0', '"0,32"']),
     ('gpu_services', {'gpu_services_gpu_target': 'gpufleet-gpu.service'},
      ['gpu_services_gpu_target is the string "gpufleet-gpu.service"', '.target unit']),
@@ -212,6 +218,10 @@ ACCEPTED = [
     ('gpu_services', {'gpu_services_reserved_cpus': '0-1,32-33', 'gpu_services_container_command': '/opt/podman/bin/podman',
                       'gpu_services_device_allow': ['/dev/nvidia-caps', 'char-nvidia-caps'],
                       'gpu_services_mps_unit_prefix': 'nvidia-mps@'}),
+    ('gpu_services', {'gpu_services_services': [
+        {'name': 'llm', 'gpus': '2', 'cpus': 'all', 'command': '/opt/llm/bin/serve --port 8000'},
+        {'name': 'web', 'gpus': 0, 'mode': 'container', 'image': 'registry.example.com/web:1', 'command': '--port 80'},
+        {'name': 'share', 'gpus': {'mps': {'device': 'GPU-1', 'pinned_mem_limit': '20G'}}, 'command': '/opt/s'}]}),
     ('monitoring', {'monitoring_alertmanagers': ['[fd00::9]:9093'], 'monitoring_api_url': '',
                     'monitoring_install_prometheus': False, 'monitoring_scrape_config_file': '/etc/prometheus/gpufleet.yml'}),
 ]
