@@ -163,7 +163,8 @@ def _name_problems(position, name, names):
 def service_specs(services, user_prefix=DEFAULT_USER_PREFIX):
     """(the specs normalised, every problem that needs no host): each spec a dict with every key of _plan's
     PLANNER_KEYS and ROLE_KEYS, the defaults applied (gpus 1, cpus 4, ...; user the prefix and name, or None for an
-    MPS share: its daemon's, which needs the host), in input order; an entry that is not a mapping is left out. Each problem names the entry, the key, the value and the fix.
+    MPS share: its daemon's, which needs the host), in input order; an entry that is not a mapping is left out. Each
+    problem names the entry, the key, the value and the fix.
     """
     if not isinstance(services, list):
         return [], ['%s is %s; give a list of services, such as [{name: llm, gpus: 2}]'

@@ -31,6 +31,11 @@ def test_a_sample_keeps_every_accepted_row_every_templated_row_and_every_nth_oth
     assert [row[0] for row in refused] == ['r0', 'r4', 'templated', 'r8']
 
 
+def test_a_row_another_test_reads_always_runs():
+    _accepted, refused = core_sample.rows_to_run(ACCEPTED, REFUSED, every=4, always=['r3'])
+    assert [row[0] for row in refused] == ['r0', 'r3', 'r4', 'templated', 'r8']
+
+
 def test_templated_reads_what_an_edit_closes_over():
     assert core_sample.templated(setvar('a', "{{ '10.20.1.' ~ 11 }}"))
     assert core_sample.templated([setvar('a', {'b': '{% if x %}1{% endif %}'})])

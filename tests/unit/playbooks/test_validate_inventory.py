@@ -508,7 +508,7 @@ def run_case(root, edits, limit=None):
 
 
 # The rows this run asks (all of them, but on the oldest ansible-core: tests/unit/support/core_sample.py).
-RUN_ACCEPTED, RUN_REFUSED = rows_to_run(ACCEPTED, REFUSED)
+RUN_ACCEPTED, RUN_REFUSED = rows_to_run(ACCEPTED, REFUSED, always=[NO_ADDRESS, MIRROR_WITHOUT_SCHEME])
 
 
 @pytest.fixture(scope='module')

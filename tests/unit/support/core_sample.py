@@ -39,10 +39,11 @@ def templated(value):
     return False
 
 
-def rows_to_run(accepted, refused, every=None):
-    """The (accepted, refused) rows to run: every row when EVERY is 1, else as the module's docstring says. A row is
-    (id, edits, ...)."""
+def rows_to_run(accepted, refused, every=None, always=()):
+    """The (accepted, refused) rows to run: every row when EVERY is 1, else as the module's docstring says, and the rows
+    whose ids are in ALWAYS (another test of the table reads their outcome). A row is (id, edits, ...)."""
     every = sample_every() if every is None else every
     if every == 1:
         return list(accepted), list(refused)
-    return list(accepted), [row for index, row in enumerate(refused) if index % every == 0 or templated(row[1])]
+    return list(accepted), [row for index, row in enumerate(refused)
+                            if index % every == 0 or templated(row[1]) or row[0] in always]

@@ -212,8 +212,8 @@ def test_a_value_the_host_cannot_render_is_named_unless_the_missing_address_name
 
 
 def test_a_value_that_fails_to_render_for_another_reason_gives_the_engines_words():
-    _rendered, problems = fleet.renderable({'cuda_toolkits': Unrendered('{{ x | nosuchfilter }}', (), 'no filter named '
-                                                                         "'nosuchfilter'")}, '10.20.1.11')
+    unrendered = Unrendered('{{ x | nosuchfilter }}', (), "no filter named 'nosuchfilter'")
+    _rendered, problems = fleet.renderable({'cuda_toolkits': unrendered}, '10.20.1.11')
     assert problems == ['cuda_toolkits is the template "{{ x | nosuchfilter }}", which cannot be rendered (no filter '
                         "named 'nosuchfilter'); fix the template"]
 
