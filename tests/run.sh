@@ -123,11 +123,12 @@ for group in "${schedule[@]}"; do
   done
 done
 
-# Each stage's budget in seconds of wall time on a 2-core machine like CI's (the slower of the machines measured, with
-# room; docs/testing.md has the measurements). A stage over its budget is reported in the table, not failed: a slow
-# change is seen when it lands. The whole run's budget is CI's 40 minutes.
-declare -A budget=([setup]=300 [units]=420 [units-oldest]=420 [sanity]=300 [lint]=240 [galaxy]=90 [molecule]=900
-                   [numa-vm]=780 [lab]=1080)
+# Each stage's budget in seconds of wall time on a 2-core machine like CI's: the slower kind's fresh-clone figures in
+# docs/testing.md ("Where the time goes"), with about 15 % of room. A stage over its budget is reported in the table,
+# not failed: a slow change is seen when it lands. The whole run's budget is the 40 minutes CI must stay within; the
+# stages' budgets add up to more today, and the table says so.
+declare -A budget=([setup]=300 [units]=700 [units-oldest]=560 [sanity]=120 [lint]=130 [galaxy]=30 [molecule]=1160
+                   [numa-vm]=800 [lab]=1700)
 total_budget=2400
 
 # Busy CPU-seconds of the whole machine so far (/proc/stat: every state but idle and iowait), for what the stages'
