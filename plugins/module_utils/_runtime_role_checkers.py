@@ -279,7 +279,7 @@ def check_gpu_services(values):
     check = RoleChecker(values)
     services, users = check.get('gpu_services_services'), check.get('gpu_services_user_prefix')
     if isinstance(services, list):
-        check.add(*service_specs(services, users if isinstance(users, str) else 'gpufleet-')[1])
+        check.add(*service_specs(services, users)[1])  # a user prefix that is not a string: the default
     for name in ('gpu_services_services', 'gpu_services_mps_daemons', 'gpu_services_device_allow'):
         value = check.get(name)
         if value is not MISSING and not isinstance(value, (list, tuple)):
