@@ -57,6 +57,7 @@ class ActionModule(ActionBase):
             'failed_hosts': failed,
             'ansible_facts': {'_gpufleet_fleet': {
                 'settings': outcome['settings'], 'models': outcome['models'], 'fleet_problems': outcome['fleet_all'],
+                'stages': outcome['stages'], 'handed_down': outcome['handed_down'],
                 'host_problems': dict((host, found) for host, found in outcome['hosts'].items() if found),
                 'watchdog': outcome.get('watchdog', {})}},
             'msg': 'Validated %d host(s): %s' % (len(outcome['hosts']), '%d with problems (%s)%s' % (

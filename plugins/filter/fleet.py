@@ -42,10 +42,17 @@ def addresses_in(*args, **kwargs):
     return run(*args, **kwargs)
 
 
+def receipt_check(*args, **kwargs):
+    """What the state receipts of a host's stage plan are checked against: their order, roles and inputs."""
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet import receipt_check as run
+    return run(*args, **kwargs)
+
+
 class FilterModule:
-    """The fleet model's rollout (which hosts failed preflight, the batches of the others), a host against its
-    hardware class, and the management-address rule for templates."""
+    """The fleet model's rollout (which hosts failed preflight, the batches of the others, what each stage's receipt is
+    checked against), a host against its hardware class, and the management-address rule for templates."""
 
     def filters(self):
         return {'preflight_failures': preflight_failures, 'rollout_plan': rollout_plan,
-                'class_differences': class_differences, 'ip_address': ip_address, 'addresses_in': addresses_in}
+                'class_differences': class_differences, 'ip_address': ip_address, 'addresses_in': addresses_in,
+                'receipt_check': receipt_check}

@@ -22,12 +22,13 @@ import ipaddress
 
 from ansible_collections.gpufleet.core.plugins.module_utils._fleet_rollout import ROLLOUT_SETTINGS, check_rollout_settings
 from ansible_collections.gpufleet.core.plugins.module_utils._hardware_class import contract
+from ansible_collections.gpufleet.core.plugins.module_utils._stage_plan import STAGE_ROLES
 from ansible_collections.gpufleet.core.plugins.module_utils._values import (
     Unrendered, address, address_problem, and_list, boolean, boolean_problem, decimal_number, describe, label_problem,
     networks, networks_of, percentage, shown, unrendered_problem, url_problem)
 
 PREFLIGHT_POLICIES = ('all_or_nothing', 'skip_failed')
-DRIVERS_ROLES = ('nvidia_driver', 'container_toolkit', 'cuda')
+DRIVERS_ROLES = STAGE_ROLES['drivers']
 STAGE_SWITCHES = ('gpufleet_drivers_enabled', 'gpufleet_exporter_enabled', 'gpufleet_partition_enabled',
                   'gpufleet_services_enabled', 'gpufleet_verify_enabled', 'gpufleet_watchdog_enabled',
                   'gpufleet_monitoring_enabled', 'gpufleet_report_enabled')
@@ -53,6 +54,14 @@ HANDED_DOWN = {
     'monitoring_gpu_memory_budgets': 'gpufleet_gpu_memory_budgets',
     'monitoring_binding_max_remote_fraction': 'gpufleet_verify_max_remote_fraction',
 }
+
+
+def handed_down(settings):
+    """The values the site playbook hands down to the roles (HANDED_DOWN), from the run's normalised settings; a whole
+    number as an int, so that a role's text reads 85, not 85.0."""
+    def plain(value):
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+    return dict((name, plain(settings[knob])) for name, knob in HANDED_DOWN.items())
 
 
 # -- the run's settings -----------------------------------------------------------------------------------------
@@ -398,16 +407,3 @@ def renderable(values, management_address):
         elif not value.missing or not set(value.missing) <= named:
             problems.append(unrendered_problem(name, value))
     return rendered, problems
-
-
-def host_roles(settings, is_gpu, is_monitoring):
-    """The collection's roles the site playbook will run on a host, whose variables validate checks."""
-    roles = []
-    if is_gpu:
-        roles += settings['gpufleet_drivers_roles'] if settings['gpufleet_drivers_enabled'] else []
-        roles += ['dcgm_exporter'] if settings['gpufleet_exporter_enabled'] else []
-        roles += ['mig', 'mps'] if settings['gpufleet_partition_enabled'] else []
-    roles += ['gpu_services'] if settings['gpufleet_services_enabled'] else []
-    roles += ['gpu_watchdog'] if settings['gpufleet_watchdog_enabled'] and is_gpu else []
-    roles += ['monitoring'] if settings['gpufleet_monitoring_enabled'] and is_monitoring else []
-    return roles

@@ -90,7 +90,7 @@ fleet:
   elements: str
   sample: ["hk1-a100-01 and hk1-a100-02 have the same gpufleet_management_address 10.20.1.11; give each host its own address"]
 roles:
-  description: Every host of the run to the collection's roles the site playbook will run there (whose variables were checked).
+  description: Every host of the run to the collection's roles the site playbook will run there, its stage plan's (whose variables were checked).
   returned: always
   type: dict
   sample: {"hk2-cpu-01": ["gpu_services", "monitoring"]}
@@ -105,6 +105,12 @@ ansible_facts:
           their groups, hardware class, whether it is a GPU host, its expected GPUs, its batch domain);
           C(fleet_problems); C(watchdog), the fleet-wide quarantine cap as a number of hosts and the Prometheus
           that counts them.
+        - C(stages), every host of the run to its stage plan, the stages it goes through in order, each a dict of
+          C(name), C(roles) (the roles it runs there), C(receipt) (a state receipt records it), C(topology) (its
+          receipt holds the host's GPUs and NUMA nodes) and C(stops_services) (its failure can leave the services
+          stopped); the rollout runs exactly these.
+        - C(handed_down), each role variable the site playbook sets from one of its own knobs, to that knob's
+          normalised value.
       type: dict
       returned: always
 msg:

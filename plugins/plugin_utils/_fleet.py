@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Controller-side access to the fleet model for the fleet filters (plugins/filter/fleet.py): the rollout
-(_fleet_rollout), a host against its hardware class (_hardware_class) and the address rule (_values). Checks what the
+(_fleet_rollout), a stage plan's receipt check (_stage_plan), a host against its hardware class (_hardware_class) and
+the address rule (_values). Checks what the
 filters are given and turns the model's errors into AnsibleFilterError.
 
 This is a private module: its API may change without notice.
@@ -50,6 +51,19 @@ def class_differences(topology, expected_gpus, expected_numa):
         return hardware_class.class_differences(promise, Topology(topology))
     except GpufleetError as exc:  # TopologyModelError: a fact the model cannot read, and the fix
         raise AnsibleFilterError('gpufleet.core.class_differences: %s' % exc)
+
+
+def receipt_check(stages, topology):
+    if not isinstance(stages, list) or not all(isinstance(stage, dict) and isinstance(stage.get('name'), str)
+                                               for stage in stages) or not isinstance(topology, dict):
+        raise AnsibleFilterError("gpufleet.core.receipt_check: give the host's stage plan "
+                                 "(hostvars['localhost']['_gpufleet_fleet']['stages'][inventory_hostname]) and its "
+                                 "topology (ansible_facts['gpufleet_topology'], {} where it has none)")
+    from ansible_collections.gpufleet.core.plugins.module_utils import _stage_plan as stage_plan
+    try:
+        return stage_plan.receipt_check(stages, topology)
+    except GpufleetError as exc:  # TopologyModelError: a fact the model cannot read, and the fix
+        raise AnsibleFilterError('gpufleet.core.receipt_check: %s' % exc)
 
 
 def ip_address(value):

@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_invent
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_messages as fleet_messages
 from ansible_collections.gpufleet.core.plugins.module_utils import _fleet_rollout as rollout
 from ansible_collections.gpufleet.core.plugins.module_utils import _hardware_class as hardware_class
+from ansible_collections.gpufleet.core.plugins.module_utils import _stage_plan as stage_plan
 from ansible_collections.gpufleet.core.plugins.module_utils._values import Unrendered
 
 try:  # ansible-core 2.19 and later render only strings marked as trusted templates
@@ -275,8 +276,9 @@ class Inventory:
 def check(inventory, role_problems=None):
     """The validate stage's verdict: {'hosts': {host: [problems]}, 'messages': {host: what its failure says, a problem
     several hosts share named once (_fleet_messages)}, 'fleet': [the problems that are no run host's],
-    'fleet_all': [every fleet-wide problem, shared addresses included], 'settings', 'models', 'roles': {host:
-    [roles]}, 'watchdog': {'cap', 'prometheus_url'}}.
+    'fleet_all': [every fleet-wide problem, shared addresses included], 'settings', 'models', 'stages': {host: its
+    stage plan (_stage_plan.host_stages)}, 'roles': {host: the roles of its plan}, 'handed_down': {role variable:
+    value} (_fleet_inventory.handed_down), 'watchdog': {'cap', 'prometheus_url'}}.
 
     ``role_problems(role, host)`` returns the problems of one role's variables on one host (None: not checked).
     """
@@ -286,14 +288,16 @@ def check(inventory, role_problems=None):
     first = per_host_settings[run_hosts[0]] if run_hosts else dict(
         (name, role_defaults().get(name)) for name in fleet.FLEET_SETTINGS)
     settings, setting_problems = fleet.check_settings(first, inventory.groups)
-    problems, models, roles = {}, {}, {}
+    problems, models, roles, stages = {}, {}, {}, {}
     batch_by = settings['gpufleet_batch_by']
     names = fleet.HOST_VALUES + ((batch_by,) if batch_by else ())
     monitoring = inventory.groups.get(settings['gpufleet_monitoring_group'], [])
     for host in run_hosts:
         model, found = fleet.check_host(host, inventory.values(host, names), groups_of.get(host, []), settings)
         models[host] = model
-        roles[host] = fleet.host_roles(settings, model['gpu'], host in monitoring) if not setting_problems else []
+        stages[host] = stage_plan.host_stages(settings, model['gpu'], host in monitoring, dict(
+            (name, inventory.value(host, name)) for name in stage_plan.PLAN_VALUES)) if not setting_problems else []
+        roles[host] = stage_plan.plan_roles(stages[host])
         if not found and ('gpu_services' in roles[host] or 'mig' in roles[host]):
             # The class's promise against what its services and MIG layouts ask for (a mig-parted file is read on
             # the host, by the mig module).
@@ -328,7 +332,8 @@ def check(inventory, role_problems=None):
     general += fleet.stranded_hosts(groups_of, set(run_hosts), settings)
     shared = sorted(set(problem for found in clashes.values() for problem in found))
     outcome = {'hosts': problems, 'messages': messages, 'fleet': general, 'fleet_all': shared + general,
-               'settings': settings, 'models': models, 'roles': roles}
+               'settings': settings, 'models': models, 'roles': roles, 'stages': stages,
+               'handed_down': fleet.handed_down(settings) if not setting_problems else {}}
     if not setting_problems:
         monitoring_host = monitoring[0] if settings['gpufleet_monitoring_enabled'] and monitoring else ''
         # Its management address, else its ansible_host, else its name; one it cannot render (its own problem) is none.

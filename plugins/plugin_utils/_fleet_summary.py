@@ -20,8 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Stages whose failure can leave a host's GPU services stopped until a later run converges it.
-SERVICE_STAGES = ('partition', 'services')
+from ansible_collections.gpufleet.core.plugins.module_utils._stage_plan import SERVICE_STAGES
 
 
 def _short(text, limit=400):

@@ -17,11 +17,12 @@ import re
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.core.plugins.module_utils import _stage_plan as stage_plan
+
 from .conftest import ROLES, role_yaml
 
-# The roles the rollout's receipt-kept stages run (playbooks/fleet/rollout.yml, _gpufleet_stages).
-STAGE_ROLES = ['nvidia_driver', 'container_toolkit', 'cuda', 'dcgm_exporter', 'mig', 'mps', 'gpu_services',
-               'gpu_watchdog']
+# The roles the rollout's receipt-kept stages run (the stage plan's).
+STAGE_ROLES = [role for stage in stage_plan.RECEIPT_STAGES for role in stage_plan.STAGE_ROLES[stage]]
 WRITERS = ('ansible.builtin.template', 'ansible.builtin.copy')
 # Written on purpose but not state: the reboot-required marker lives in /run until the reboot it asks for.
 NOT_STATE = {'/run/reboot-required'}

@@ -233,10 +233,13 @@ def test_a_host_of_a_misspelt_class_group_outside_the_run_is_named():
         and 'a10O' in found[0]
 
 
-def test_each_host_runs_the_roles_of_its_stages():
-    assert fleet.host_roles(settings(), True, False) == ['nvidia_driver', 'container_toolkit', 'cuda', 'dcgm_exporter',
-                                                         'mig', 'mps', 'gpu_services', 'gpu_watchdog']
-    assert fleet.host_roles(settings(gpufleet_drivers_enabled=False), False, True) == ['gpu_services', 'monitoring']
+def test_the_handed_down_values_are_the_normalised_knobs_a_whole_number_as_an_int():
+    values = fleet.handed_down(settings(gpufleet_gpu_memory_budget_percent=85.0, gpufleet_verify_max_remote_fraction=0.02,
+                                        gpufleet_gpu_memory_budgets={'imagegen': 80}))
+    assert set(values) == set(fleet.HANDED_DOWN)
+    assert values['gpu_watchdog_memory_budget_percent'] == 85 and isinstance(values['gpu_watchdog_memory_budget_percent'], int)
+    assert values['monitoring_binding_max_remote_fraction'] == 0.02
+    assert values['monitoring_gpu_memory_budgets'] == {'imagegen': 80}
 
 
 # -- what each host's failure says: a problem several hosts share is named once -----------------------------------
