@@ -282,10 +282,25 @@ def counter_problems(hosts, host_values, groups, settings, role_counters=None):
             for variable, missing, found_hosts in by_gap.values()]
 
 
+def unplaced_budgets(hosts, host_values, settings):
+    """A per-service memory budget for a name no fleet host's services have would never apply: [its problem] or []."""
+    budgets = _setting(settings, 'monitoring_gpu_memory_budgets')
+    placed = []  # in the order the fleet's hosts place them
+    for host in hosts:
+        specs = service_specs((host_values.get(host) or {}).get('gpu_services_services') or [])[0]
+        placed.extend(spec['name'] for spec in specs if isinstance(spec['name'], str) and spec['name'] not in placed)
+    unplaced = [str(name) for name in budgets if str(name) not in placed] if isinstance(budgets, dict) else []
+    if not unplaced:
+        return []
+    return ['monitoring_gpu_memory_budgets names %s, which no fleet host\'s gpu_services_services places (they place: '
+            '%s); a budget for another name would never apply. Fix the name or remove the entry.'
+            % (', '.join(unplaced), ', '.join(placed) or 'no service')]
+
+
 def problems(hosts, host_values, groups, settings, role_counters=None):
     """Every problem with the fleet's targets, one sentence each, naming the host, the variable and the fix: the
-    role's networks, each host's address, networks, labels, class and GPU count, addresses two hosts share, and
-    (unless monitoring_missing_counters is warn) the alert pack's metrics the GPU hosts' exporters lack
+    role's networks, each host's address, networks, labels, class and GPU count, addresses two hosts share, budgets
+    for services no host places, and (unless monitoring_missing_counters is warn) the alert pack's metrics the GPU hosts' exporters lack
     (counter_problems)."""
     found = settings_problems(settings)
     networks_refused = bool(found)
@@ -301,6 +316,7 @@ def problems(hosts, host_values, groups, settings, role_counters=None):
     for ip, sharing in sorted(shared_addresses(addresses).items()):
         found.append('%s have the same target address %s; give each host its own gpufleet_management_address.' % (
             and_list(sharing), ip))
+    found.extend(unplaced_budgets(hosts, host_values, settings))
     if _setting(settings, 'monitoring_missing_counters') != 'warn':
         found.extend('%s Where the exporter cannot change, set monitoring_missing_counters: warn to go on '
                      'regardless.' % problem

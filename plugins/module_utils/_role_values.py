@@ -19,8 +19,9 @@ Every problem names the variable, the value as given and what is allowed, with a
 ``values`` is not checked (the caller fills in the defaults).
 
 This module is the one entry (CHECKERS, check_role_values); the checkers live by kind of role: the install roles' in
-_install_role_checkers.py, the partition, services, watchdog and monitoring roles' in _runtime_role_checkers.py, both
-on the machinery of _role_checker.py. Pure code. This is a private module: its API may change without notice.
+_install_role_checkers.py, the mig role's in _mig_role_checker.py, the MPS, services, watchdog and monitoring roles' in
+_runtime_role_checkers.py, all on the machinery of _role_checker.py. Pure code. This is a private module: its API may
+change without notice.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -29,6 +30,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.core.plugins.module_utils._install_role_checkers import (
     check_container_toolkit, check_cuda, check_dcgm_exporter, check_nvidia_driver)
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_role_checker import check_mig
 from ansible_collections.gpufleet.core.plugins.module_utils._runtime_role_checkers import (
     check_gpu_services, check_gpu_watchdog, check_monitoring, check_mps)
 
@@ -39,6 +41,7 @@ CHECKERS = {
     'cuda': check_cuda,
     'container_toolkit': check_container_toolkit,
     'dcgm_exporter': check_dcgm_exporter,
+    'mig': check_mig,
     'mps': check_mps,
     'gpu_watchdog': check_gpu_watchdog,
 }

@@ -21,6 +21,7 @@ PLAYBOOK = r'''
       gpufleet.core.validate_role_vars:
         roles: [mig, mps, gpu_services, dcgm_exporter]
       vars:
+        mig_layouts: [{gpus: all, layout: {1g.10gb: 7}}]
         mps_daemons: [{device: GPU-0, user: infer}]
         dcgm_exporter_management_cidrs: [10.20.0.0/24]
       register: good

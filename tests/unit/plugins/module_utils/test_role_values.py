@@ -186,6 +186,21 @@ REFUSED = [
     ('monitoring', {'monitoring_extra_scrape_configs': [{'job_name': 'prometheus'}]},
      ['monitoring_extra_scrape_configs', 'other than gpufleet_dcgm_exporter']),
     ('monitoring', {'monitoring_report_wait_sec': '1h'}, ['monitoring_report_wait_sec "1h"', '0 to 3600 seconds']),
+    # mig: the rules its preflight asserted, and its names, paths and time-outs
+    ('mig', {'mig_layouts': []}, ['Set either mig_layouts, or mig_parted_config_file', 'got 0 layout entries']),
+    ('mig', {'mig_parted_config_file': '/etc/mig.yaml'}, ['Set either mig_layouts', '"/etc/mig.yaml"']),
+    ('mig', {'mig_layouts': [], 'mig_parted_config_file': '/etc/mig.yaml'},
+     ['together with mig_parted_config_name', 'mig_parted_config_name is the string ""']),
+    ('mig', {'mig_layouts': [{'gpus': 'all', 'profiles': ['1g.10gb']}]},
+     ['mig_layouts[0] must have exactly the keys gpus and layout', 'it has no layout', 'profiles is not one of them']),
+    ('mig', {'mig_layouts': ['all-1g.10gb']}, ['mig_layouts[0] is the string "all-1g.10gb"', 'each entry is a mapping']),
+    ('mig', {'mig_layouts': 'all-1g.10gb'}, ['mig_layouts is the string "all-1g.10gb"', 'give a list of layout entries']),
+    ('mig', {'mig_gpu_target': 'gpufleet-gpu.service'}, ['mig_gpu_target', '"gpufleet-gpu.service"', 'unit name']),
+    ('mig', {'mig_boot_unit_name': 'gpufleet mig.service'}, ['mig_boot_unit_name', '"gpufleet mig.service"']),
+    ('mig', {'mig_reboot_timeout': 0}, ['mig_reboot_timeout is the integer 0', '1 or more']),
+    ('mig', {'mig_boot_timeout_sec': '5m'}, ['mig_boot_timeout_sec is the string "5m"', 'such as 300']),
+    ('mig', {'mig_config_dir': 'etc/gpufleet'}, ['mig_config_dir is the string "etc/gpufleet"', 'absolute path']),
+    ('mig', {'mig_gpu_reset_command': []}, ['mig_gpu_reset_command']),
 ]
 
 # (role, variables over the defaults): each a good value for a rule above, some in the form -e or INI gives.
@@ -222,6 +237,10 @@ ACCEPTED = [
         {'name': 'llm', 'gpus': '2', 'cpus': 'all', 'command': '/opt/llm/bin/serve --port 8000'},
         {'name': 'web', 'gpus': 0, 'mode': 'container', 'image': 'registry.example.com/web:1', 'command': '--port 80'},
         {'name': 'share', 'gpus': {'mps': {'device': 'GPU-1', 'pinned_mem_limit': '20G'}}, 'command': '/opt/s'}]}),
+    ('mig', {'mig_layouts': [], 'mig_parted_config_file': '/etc/gpufleet/mig.yaml', 'mig_parted_config_name': 'all-1g',
+             'mig_reboot_timeout': '600', 'mig_gpu_service_units': ['gpufleet-svc-llm.service']}),
+    ('mig', {'mig_layouts': [{'gpus': [0, 1], 'layout': {'3g.40gb': 2}}], 'mig_gpu_target': 'gpu.target',
+             'mig_boot_unit_name': 'nvidia-mig@0.service'}),
     ('monitoring', {'monitoring_alertmanagers': ['[fd00::9]:9093'], 'monitoring_api_url': '',
                     'monitoring_install_prometheus': False, 'monitoring_scrape_config_file': '/etc/prometheus/gpufleet.yml'}),
 ]
@@ -233,6 +252,8 @@ def _values(role, changes):
         values.update(gpu_watchdog_plan_file='/etc/gpufleet/placement.json', gpu_watchdog_mps_unit_prefix='gpufleet-mps@')
     if role == 'dcgm_exporter':
         values['dcgm_exporter_management_cidrs'] = ['10.20.0.0/24']
+    if role == 'mig':  # the role has nothing to apply without a layout, and refuses to run so
+        values['mig_layouts'] = [{'gpus': 'all', 'layout': {'1g.10gb': 7}}]
     if role == 'gpu_services':  # a default that is a template, as the role renders it without the mps role
         values['gpu_services_mps_daemons'] = []
     values.update(changes)
@@ -288,7 +309,7 @@ def test_every_role_has_refused_and_accepted_cases():
 
 
 def test_a_role_without_a_checker_and_missing_variables():
-    assert check_role_values('mig', {'mig_reset_strategy': 'rest'}) == []
+    assert check_role_values('apt_pinned', {'apt_pinned_packages': 'x'}) == []
     assert check_role_values('cuda', {}) == []  # nothing given, nothing checked: the caller fills in the defaults
 
 
