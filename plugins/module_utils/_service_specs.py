@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanE
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
     DEFAULT_CPUS, DEFAULT_MEMORY_POLICY, MEMORY_POLICIES, PLANNER_KEYS, ROLE_KEYS, SERVICE_NAME_PATTERN,
     _role_problems, is_service_name)
-from ansible_collections.gpufleet.core.plugins.module_utils._values import describe
+from ansible_collections.gpufleet.core.plugins.module_utils._values import describe, is_device_uuid
 
 VARIABLE = 'gpu_services_services'
 DEFAULT_GPUS = 1
@@ -92,7 +92,7 @@ def _mps_problems(where, share):
         problems.append('%s: gpus.mps has %s; an MPS share takes device, active_thread_percentage and '
                         'pinned_mem_limit' % (where, ', '.join(extra)))
     device = share.get('device')
-    if device is not None and not (isinstance(device, str) and re.fullmatch(r'(?:GPU|MIG)-\S+', device)):
+    if device is not None and not is_device_uuid(device):
         problems.append('%s: gpus.mps.device is %s; give the GPU-... or MIG-... UUID of an MPS daemon\'s device'
                         % (where, describe(device)))
     pct = share.get('active_thread_percentage')

@@ -64,6 +64,9 @@ def test_the_user_prefix_makes_the_default_user():
     ([dict(LLM, gpus={'mps': {'device': 'GPU-1', 'active_thread_percentage': 150}})],
      ['service llm: gpus.mps.active_thread_percentage is the integer 150', '1 to 100']),
     ([dict(LLM, gpus={'mps': {'device': 0}})], ['gpus.mps.device is the integer 0', 'GPU-... or MIG-... UUID']),
+    # The device-name rule (_values.is_device_uuid), as everywhere else: the whole value, no legacy MIG path form.
+    ([dict(LLM, gpus={'mps': {'device': 'GPU-1\n'}})], ['gpus.mps.device is the string "GPU-1\\n"']),
+    ([dict(LLM, gpus={'mps': {'device': 'MIG-GPU-1/1/0'}})], ['gpus.mps.device is the string "MIG-GPU-1/1/0"']),
     ([dict(LLM, command='serve --port 8000')],
      ['service llm: command is the string "serve --port 8000"', 'absolute path']),
     ([dict(LLM, command='../bin/serve')], ['command is the string "../bin/serve"', 'absolute path']),
