@@ -18,7 +18,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import UNIT_PREFIX
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import CONTAINER_RUNTIMES, DEFAULT_USER_PREFIX, UNIT_PREFIX
 from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import (
     ServicePlanError, plan_services, previous_plan)
 
@@ -32,8 +32,8 @@ OPTIONS = {
     'mps_daemons': (list, 'the mps role\'s mps_daemons list', None),
     'topology': (dict, 'a gpufleet_topology fact', None),
     'unit_prefix': (str, 'a string', UNIT_PREFIX),
-    'user_prefix': (str, 'a string', 'gpufleet-'),
-    'container_runtime': (str, 'a string', 'podman'),
+    'user_prefix': (str, 'a string', DEFAULT_USER_PREFIX),
+    'container_runtime': (str, 'a string', CONTAINER_RUNTIMES[0]),
 }
 
 

@@ -23,11 +23,10 @@ import time
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._audit_readings import gpu_holders, memory_nodes, parse_numa_maps, parse_policies
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import MEMORY_POLICIES, PlanError
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import CONTAINER_RUNTIMES, MEMORY_POLICIES, PlanError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import load_plan as read_plan_file
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid
 
-CONTAINER_RUNTIMES = ('podman', 'docker')
 # Where systemd's cgroup tree lives, below the sysfs root: pure v2, then the v1 hybrid name hierarchy
 # and the hybrid's v2 tree. Every one that has the unit's cgroup is read, so nothing is missed.
 CGROUP_TREES = (('fs', 'cgroup'), ('fs', 'cgroup', 'systemd'), ('fs', 'cgroup', 'unified'))
@@ -207,7 +206,7 @@ def normalise_services(services):
             raise NumaAuditError('service %s: give exactly one of unit, pid and container' % name)
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise NumaAuditError('service %s: pid must be a positive whole number; got %r' % (name, pid))
-        runtime = service.get('container_runtime') or 'podman'
+        runtime = service.get('container_runtime') or CONTAINER_RUNTIMES[0]
         if runtime not in CONTAINER_RUNTIMES:
             raise NumaAuditError('service %s: container_runtime is %r; use %s' % (name, runtime, ' or '.join(CONTAINER_RUNTIMES)))
         result.append({'name': name, 'unit': unit, 'pid': pid, 'container': container,

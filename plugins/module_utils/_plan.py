@@ -41,7 +41,8 @@ ROLE_KEYS = ('mode', 'command', 'image', 'container_args', 'user', 'environment'
              'state')
 MODES = ('native', 'container')
 STATES = ('started', 'stopped')
-CONTAINER_RUNTIMES = ('podman', 'docker')
+CONTAINER_RUNTIMES = ('podman', 'docker')  # the first is the default
+DEFAULT_USER_PREFIX = 'gpufleet-'  # a service's user is the prefix and its name
 # The environment the planner sets from the devices it picks: a service cannot override it.
 PLANNER_ENVIRONMENT = ('CUDA_VISIBLE_DEVICES', 'CUDA_DEVICE_ORDER', 'CUDA_MPS_PIPE_DIRECTORY',
                        'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', 'CUDA_MPS_PINNED_DEVICE_MEM_LIMIT')

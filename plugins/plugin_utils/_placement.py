@@ -20,7 +20,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
-from ansible_collections.gpufleet.core.plugins.module_utils._plan import UNIT_PREFIX, PlanError, plan_json
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
+    CONTAINER_RUNTIMES, DEFAULT_USER_PREFIX, UNIT_PREFIX, PlanError, plan_json)
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import service_units as join_units
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
 
@@ -40,7 +41,8 @@ def place_services(topology, services, reserved_cpus=None, previous=None, mps_da
         raise AnsibleFilterError('gpufleet.core.place_services: %s' % exc)
 
 
-def service_units(plan, services, unit_prefix=UNIT_PREFIX, user_prefix='gpufleet-', container_runtime='podman'):
+def service_units(plan, services, unit_prefix=UNIT_PREFIX, user_prefix=DEFAULT_USER_PREFIX,
+                  container_runtime=CONTAINER_RUNTIMES[0]):
     try:
         return join_units(plan, services, unit_prefix, user_prefix, container_runtime)
     except PlanError as exc:
@@ -64,7 +66,7 @@ def previous_plan(text, where):
 
 
 def plan_services(topology, services, reserved_cpus=None, previous=None, mps_daemons=None,
-                  unit_prefix=UNIT_PREFIX, user_prefix='gpufleet-', container_runtime='podman'):
+                  unit_prefix=UNIT_PREFIX, user_prefix=DEFAULT_USER_PREFIX, container_runtime=CONTAINER_RUNTIMES[0]):
     """place_services and service_units in one step: {'units', 'plan_json', 'gpu_device_nodes'}, or ServicePlanError.
 
     Each unit holds its placement. The plan document comes as the plan file's text, one string: ansible-core 2.19 and
