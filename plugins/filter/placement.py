@@ -20,8 +20,14 @@ def service_units(*args, **kwargs):
     return run(*args, **kwargs)
 
 
+def service_specs(*args, **kwargs):
+    from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import service_specs as run
+    return run(*args, **kwargs)
+
+
 class FilterModule:
-    """NUMA-aware placement of GPU services, and the units and plan document the gpu_services role writes."""
+    """NUMA-aware placement of GPU services, the units and plan document the gpu_services role writes, and the
+    services' specs as the one spec reader normalises them."""
 
     def filters(self):
-        return {'place_services': place_services, 'service_units': service_units}
+        return {'place_services': place_services, 'service_units': service_units, 'service_specs': service_specs}

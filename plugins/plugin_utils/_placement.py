@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._placement import Pl
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
     CONTAINER_RUNTIMES, DEFAULT_USER_PREFIX, UNIT_PREFIX, PlanError, plan_json)
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import service_units as join_units
+from ansible_collections.gpufleet.core.plugins.module_utils._service_specs import service_specs as read_service_specs
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
 
 TOPOLOGY_NEEDED = "the input must be ansible_facts['gpufleet_topology'] from gpufleet.core.topology_facts"
@@ -39,6 +40,14 @@ def place_services(topology, services, reserved_cpus=None, previous=None, mps_da
         return place(topology, services, reserved_cpus, previous, mps_daemons)
     except PlacementError as exc:
         raise AnsibleFilterError('gpufleet.core.place_services: %s' % exc)
+
+
+def service_specs(services, user_prefix=DEFAULT_USER_PREFIX):
+    # The role's preflight has refused every problem already (its checker reads the same specs): one left is a caller's.
+    specs, problems = read_service_specs(services, user_prefix)
+    if problems:
+        raise AnsibleFilterError('gpufleet.core.service_specs: %s' % '; '.join(problems))
+    return specs
 
 
 def service_units(plan, services, unit_prefix=UNIT_PREFIX, user_prefix=DEFAULT_USER_PREFIX,

@@ -118,3 +118,19 @@ def test_the_filters_docs_state_the_plan_contracts_name_rule_and_policies():
         text = ' '.join(handle.read().split())
     assert 'C(^%s$)' % SERVICE_NAME_PATTERN in text
     assert all('C(%s)' % policy in text for policy in MEMORY_POLICIES)
+
+
+SPECS = FilterModule().filters()['service_specs']
+
+
+def test_service_specs_gives_every_key_with_the_readers_defaults():
+    specs = SPECS([{'name': 'llm', 'command': '/opt/llm/serve'},
+                   {'name': 'web', 'gpus': 0, 'mode': 'container', 'image': 'registry.example.com/web:1'}], 'svc-')
+    assert [(spec['name'], spec['gpus'], spec['cpus'], spec['mode'], spec['user']) for spec in specs] == [
+        ('llm', 1, 4, 'native', 'svc-llm'), ('web', 0, 4, 'container', 'svc-web')]
+
+
+def test_service_specs_refuses_a_spec_with_a_problem_naming_it():
+    with pytest.raises(AnsibleFilterError) as caught:
+        SPECS([{'name': 'LLM', 'command': '/opt/llm/serve'}])
+    assert str(caught.value).startswith('gpufleet.core.service_specs: gpu_services_services entry 1: name is the string "LLM"; give a name of lower-case')
