@@ -19,6 +19,7 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer
 from ansible_collections.gpufleet.core.plugins.plugin_utils._fleet_inventory import Inventory
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.diff import change_count
 from ansible_collections.gpufleet.core.plugins.plugin_utils._report.files import (
@@ -45,7 +46,7 @@ def report_line(result):
 
 
 def _mode(value):
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_integer(value):
         return value
     text = str(value)
     if len(text) in (3, 4) and all(char in '01234567' for char in text):

@@ -17,6 +17,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer
+
 # Product name as NVML reports it -> (name, profile id, compute slices, memory slices, max count, placement starts
 # in memory slices, memory MB) per GPU-instance profile.
 PROFILES = {
@@ -70,7 +72,7 @@ def profiles(model):
 
 
 def _is_count(value, least=0):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return is_integer(value) and value >= least
 
 
 def _gives_geometry(row):

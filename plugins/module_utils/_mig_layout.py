@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_plan import LayoutError
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import match_gpu_ref
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer as _is_int
 
 _CI_NAME = re.compile(r'(\d+)c(?:\.(\d+g\.\d+gb(?:\+me)?))?')
 
@@ -51,7 +52,7 @@ def _compute_sizes(value, profile, slices, where):
         raise LayoutError('%s: compute_instances must be a list of sizes such as [1c, 2c], got %r' % (where, value))
     sizes = []
     for item in value:
-        if isinstance(item, int) and not isinstance(item, bool):
+        if _is_int(item):
             sizes.append(item)
             continue
         match = _CI_NAME.fullmatch(str(item).strip())
@@ -78,7 +79,7 @@ def resolve(raw_layout, shape, where):
             profile, count, split = entry['profile'], entry.get('count', 1), entry.get('compute_instances')
         else:
             profile, count, split = entry, 1, None
-        if isinstance(profile, int) and not isinstance(profile, bool) or str(profile).strip().isdigit():
+        if _is_int(profile) or str(profile).strip().isdigit():
             _refuse_profile_id(int(profile), shape, spot)
         profile = str(profile).strip()
         if profile not in shape.profiles:
@@ -121,10 +122,6 @@ def _type_name(value):
     if isinstance(value, str):
         return 'the string %r' % value
     return '%r' % (value,)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def from_mig_parted(config, name, gpus):

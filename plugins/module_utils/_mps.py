@@ -21,6 +21,7 @@ import re
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology, TopologyModelError
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer
 
 # A size is a number and a unit; a bare number is refused, since nobody can tell bytes from MiB.
 _SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:I?B)?\s*', re.IGNORECASE)
@@ -138,7 +139,7 @@ def _limit_mb(item, key, unset, where, problems, capacity_mb):
         value = item.get(key + '_mb')
         if value in (None, '', 0):
             return unset
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if is_integer(value) and value > 0:
             if capacity_mb is not None and value > capacity_mb:
                 problems.append('%s: %s (%d MiB) is more than the device has (%d MiB)' % (
                     where, mps_size(value), value, capacity_mb))

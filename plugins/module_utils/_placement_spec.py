@@ -27,14 +27,11 @@ from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
     is_service_name,
 )
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import gpu_ref_index
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer as _is_int
 
 
 class PlacementError(GpufleetError, ValueError):
     """A placement that cannot work; the message names every problem, the short resource and the fix."""
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _INTEGER = re.compile(r'-?[0-9]+')

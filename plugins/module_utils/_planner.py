@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import form
 from ansible_collections.gpufleet.core.plugins.module_utils._placement_spec import PlacementError
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import memory_nodes
 from ansible_collections.gpufleet.core.plugins.module_utils._planner_devices import DeviceClaims, Unplaceable
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer as _is_int
 
 __all__ = ['Placement', 'Planner', 'Unplaceable', 'plan']
 
@@ -41,10 +42,6 @@ class Placement:
         self.cpu_nodes = cpu_nodes
         self.numa_node = numa_node
         self.why = why
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class Planner(DeviceClaims):

@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanE
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
     DEFAULT_CPUS, DEFAULT_MEMORY_POLICY, DEFAULT_USER_PREFIX, MEMORY_POLICIES, PLANNER_KEYS, ROLE_KEYS, SERVICE_NAME_PATTERN,
     _role_problems, is_service_name)
-from ansible_collections.gpufleet.core.plugins.module_utils._values import describe, is_device_uuid
+from ansible_collections.gpufleet.core.plugins.module_utils._values import describe, is_device_uuid, is_integer
 
 VARIABLE = 'gpu_services_services'
 DEFAULT_GPUS = 1
@@ -43,23 +43,19 @@ def _number(value):
     return value
 
 
-def _whole(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _gpus_problems(where, value):
     """(the request normalised, its problems): a count, a list of GPU references, a MIG or an MPS request."""
     value = _number(value)
     key = '%s: gpus is %s' % (where, describe(value))
     if value is None:
         return DEFAULT_GPUS, []
-    if _whole(value):
+    if is_integer(value):
         return value, ([] if value >= 0 else ['%s; give 0 (CPU-only) or more GPUs' % key])
     if isinstance(value, list):
         problems = []
         if not value:
             problems.append('%s; give gpus: 0 for a CPU-only service, or list GPU-/MIG- UUIDs' % key)
-        bad = [ref for ref in value if not (isinstance(ref, str) and ref.strip() or _whole(ref) and ref >= 0)]
+        bad = [ref for ref in value if not (isinstance(ref, str) and ref.strip() or is_integer(ref) and ref >= 0)]
         if bad:
             problems.append('%s; each entry is a GPU-/MIG- UUID or a GPU index, not %s'
                             % (key, ', '.join(describe(ref) for ref in bad)))
@@ -72,7 +68,7 @@ def _gpus_problems(where, value):
         problems = []
         if not isinstance(request['mig_profile'], str) or not request['mig_profile'].strip():
             problems.append('%s; give mig_profile a profile name, such as {mig_profile: 1g.10gb, count: 1}' % key)
-        if not _whole(request['count']) or request['count'] < 1:
+        if not is_integer(request['count']) or request['count'] < 1:
             problems.append('%s; the count of MIG devices is a number, 1 or more' % key)
         extra = sorted(str(k) for k in set(value) - set(('mig_profile', 'count')))
         if extra:
@@ -113,7 +109,7 @@ def _planner_problems(where, spec, raw):
     problems = []
     cpus = _number(raw.get('cpus'))
     spec['cpus'] = DEFAULT_CPUS if cpus is None else cpus
-    if not (cpus is None or cpus == 'all' or _whole(cpus) and cpus >= 1):
+    if not (cpus is None or cpus == 'all' or is_integer(cpus) and cpus >= 1):
         problems.append("%s: cpus is %s; give a number of logical CPUs (1 or more) or 'all'" % (where, describe(cpus)))
     policy = raw.get('memory_policy')
     spec['memory_policy'] = policy or DEFAULT_MEMORY_POLICY
@@ -131,7 +127,7 @@ def _planner_problems(where, spec, raw):
                         'drop exclusive or give the service a device of its own' % where)
     node = _number(raw.get('node'))
     spec['node'] = node
-    if node is not None and not (_whole(node) and node >= 0):
+    if node is not None and not (is_integer(node) and node >= 0):
         problems.append('%s: node is %s; give the number of a NUMA node, such as 0' % (where, describe(node)))
     return problems
 
@@ -200,4 +196,4 @@ def service_specs(services, user_prefix=DEFAULT_USER_PREFIX):
 def takes_gpus(spec):
     """Whether a normalised spec asks for a GPU, a MIG device or an MPS share."""
     gpus = spec.get('gpus')
-    return not (gpus in (0, [], {}) or isinstance(gpus, bool) or _whole(gpus) and gpus < 0)
+    return not (gpus in (0, [], {}) or isinstance(gpus, bool) or is_integer(gpus) and gpus < 0)

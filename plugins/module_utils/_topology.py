@@ -24,14 +24,11 @@ from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuL
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._fact_layout import FACT_VERSION, READABLE_FACT_VERSIONS
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_catalog import geometry
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer as _is_int
 
 
 class TopologyModelError(GpufleetError, ValueError):
     """A question the topology cannot answer; the message says why."""
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def fact_version(fact):

@@ -96,6 +96,11 @@ def shown(value):
 # -- numbers and switches ----------------------------------------------------------------------------------------
 
 
+def is_integer(value):
+    """The one integer test: an int, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def whole_number(value):
     """The integer a value stands for (an integer, or a string of digits as -e and INI inventories give), else None."""
     if isinstance(value, bool):
