@@ -61,11 +61,12 @@ import urllib.parse
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-# The checkout as ansible_collections.gpufleet.core (tests/integration/lab_site.sh links it), for its CPU-list parser
-# and, in step report, report_chromium's imports.
+# The checkout as ansible_collections.gpufleet.core (tests/integration/lab_site.sh links it), for its CPU-list parser,
+# the stage plan's receipt-kept stages and, in step report, report_chromium's imports.
 sys.path.insert(0, os.path.join(REPO, 'build', 'collections'))
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import parse_cpulist  # noqa: E402
+from ansible_collections.gpufleet.core.plugins.module_utils._stage_plan import RECEIPT_STAGES  # noqa: E402
 
 EXAMPLE = os.path.join(REPO, 'examples', 'hk-fleet')
 LAB = os.path.join(REPO, 'build', 'lab')
@@ -161,6 +162,13 @@ def playbook(name, extra=None, limit=None, tags=None, env=None, watch=None):
             summary.append(line)
     print('lab_site: ansible-playbook %s: rc %d in %.0f s' % (' '.join(command[3:]), process.returncode,
                                                               time.time() - started))
+    # Each run's whole output (with the example's per-task times), where GPUFLEET_LAB_LOGS names a directory: where a
+    # step's time goes (docs/testing.md).
+    if os.environ.get('GPUFLEET_LAB_LOGS'):
+        os.makedirs(os.environ['GPUFLEET_LAB_LOGS'], exist_ok=True)
+        name = '%03d-%s.log' % (len(os.listdir(os.environ['GPUFLEET_LAB_LOGS'])) + 1, time.strftime('%H%M%S'))
+        with open(os.path.join(os.environ['GPUFLEET_LAB_LOGS'], name), 'w') as handle:
+            handle.write(' '.join(command) + '\n' + output)
     for line in summary:
         print('  ' + line)
     sys.stdout.flush()
@@ -913,7 +921,6 @@ DRIFT_METRICS = '/var/lib/prometheus/node-exporter/gpufleet-drift.prom'
 DRIFT_MPS_GPU = 3  # a GPU of hk2-h100-01 no service uses
 DRIFT_MPS_USER = 'gpufleet-mps-lab'
 CHECK_TASK = 'Which stages are converged on this host (state receipts)'
-RECEIPT_STAGES = ['drivers', 'exporter', 'partition', 'services', 'watchdog']
 
 
 def drift_metric(host):
@@ -1039,9 +1046,9 @@ def step_drift():
             'the run\'s check did not name each drift of the %s stage: %s' % (stage, found[stage]['drift']))
     check([stage for stage in RECEIPT_STAGES if found[stage]['current']] == ['exporter', 'watchdog']
           and checks[DRIFT_HOST]['skippable'] == [], 'the drifted host\'s check: %s' % checks[DRIFT_HOST], output)
-    check(checks['hk1-a100-02']['skippable'] == RECEIPT_STAGES, 'the converged host\'s check: %s' % checks['hk1-a100-02'])
+    check(checks['hk1-a100-02']['skippable'] == list(RECEIPT_STAGES), 'the converged host\'s check: %s' % checks['hk1-a100-02'])
     stages = included_stages(output)
-    check(stages.get(DRIFT_HOST) == RECEIPT_STAGES[:4] + ['verify', 'watchdog'] and stages.get('hk1-a100-02') == ['verify'],
+    check(stages.get(DRIFT_HOST) == list(RECEIPT_STAGES[:4]) + ['verify', 'watchdog'] and stages.get('hk1-a100-02') == ['verify'],
           'the stages each host went through: %s' % stages, output)
     check(recap['hk1-a100-02']['changed'] == 0 and recap[DRIFT_HOST]['changed'] > 0, 'changed: %s' % recap, output)
 
