@@ -1,9 +1,12 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The watchdog's decisions on crafted readings: each Xid bucket, the memory budget's boundary, the rate limit,
-dry run, a missing or corrupt plan and a planned service the host does not have."""
+dry run, a missing or corrupt plan, a planned service the host does not have, and a per-service budget on a service
+placed by the planner's default of one GPU."""
 
 from __future__ import absolute_import, division, print_function
+
+import json
 
 import pytest
 
@@ -14,6 +17,9 @@ from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_report imp
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_state import fresh_state, read_state
 from ansible_collections.gpufleet.core.plugins.module_utils._watchdog_xids import parse_kernel_xid
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import read_plan
+from ansible_collections.gpufleet.core.plugins.plugin_utils._placement import plan_services
+
+from ...support.topology import gpu, node, topology
 
 GPU0 = 'GPU-00000000-0000-4000-8000-000000000000'
 GPU1 = 'GPU-00000000-0000-4000-8000-000000000001'
@@ -447,3 +453,14 @@ def test_an_application_xid_with_a_reset_xid_on_the_same_gpu_restarts_nothing_th
     decisions = run(reads=readings(xids=[xid(13), xid(48)]))[0]
     assert restarted(decisions) == [] and [d['kind'] for d in acted(decisions)] == [wd.QUARANTINE]
     assert [d['why_not'] for d in decisions if d['kind'] == wd.REPORT] == ['GPU handled', 'GPU handled']
+
+
+def test_a_service_that_leaves_gpus_out_is_held_to_its_own_budget():
+    # The planner gives llm, which asks for no gpus, one whole GPU (its default): the plan the role writes names that
+    # GPU, so llm's per-service budget applies to it, as the alert pack's does (test_monitoring_targets.py).
+    fact = topology(nodes=[node(0, [0, 1, 2, 3])], gpus=[gpu(0, GPU0, bus='17', node=0)])
+    planned = json.loads(plan_services(fact, [{'name': 'llm', 'cpus': 1, 'command': '/opt/llm/serve'}])['plan_json'])
+    assert [(entry['name'], entry['gpus']) for entry in planned['services']] == [('llm', [GPU0])]
+    reads = readings(used_gib={'llm': 48})  # 60% of the 80 GiB GPU: under the default 85, over llm's own 50
+    assert restarted(run(cfg=config(service_budgets={'llm': 50}), reads=reads, plan=planned)[0]) == ['llm']
+    assert restarted(run(cfg=config(), reads=reads, plan=planned)[0]) == []
