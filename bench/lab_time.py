@@ -61,15 +61,20 @@ def main(argv):
     args = parser.parse_args(argv)
     by_play, by_stage, by_role, by_task = (collections.Counter() for _ in range(4))
     runs = sorted(name for name in os.listdir(args.directory) if name.endswith('.log'))
+    print('each run (its command line after the playbook, and its time in tasks):')
     for name in runs:
         with open(os.path.join(args.directory, name)) as handle:
-            for play, stage, task, spent in tasks_of(handle.read()):
-                by_play[play[:60]] += spent
-                by_stage[stage or '(outside a stage)'] += spent
-                by_role[role_of(task)] += spent
-                by_task['%s / %s' % (play[:30], task[:90])] += spent
+            text = handle.read()
+        found = tasks_of(text)
+        command = text.split('\n', 1)[0]
+        print('  %7.1f s  %s  %s' % (sum(task[3] for task in found), name, command.split('site.yml', 1)[-1][:150]))
+        for play, stage, task, spent in found:
+            by_play[play[:60]] += spent
+            by_stage[stage or '(outside a stage)'] += spent
+            by_role[role_of(task)] += spent
+            by_task['%s / %s' % (play[:30], task[:90])] += spent
     total = sum(by_play.values())
-    print('%d site runs, %.0f s in tasks' % (len(runs), total))
+    print('\n%d site runs, %.0f s in tasks' % (len(runs), total))
     for title, counter, limit in (('play', by_play, None), ('stage (rollout)', by_stage, None),
                                   ('role', by_role, None), ('task', by_task, args.top)):
         print('\nby %s:' % title)
