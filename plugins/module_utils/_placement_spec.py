@@ -21,6 +21,7 @@ from ansible_collections.gpufleet.core.plugins.module_utils._errors import Gpufl
 from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, size_mb
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
     DEFAULT_CPUS,
+    DEFAULT_GPUS,
     DEFAULT_MEMORY_POLICY,
     MEMORY_POLICIES,
     SERVICE_NAME_PATTERN,
@@ -63,7 +64,7 @@ class Spec:
         self.position = position
         self.name = None
         self.mode = 'count'
-        self.count = 1
+        self.count = DEFAULT_GPUS
         self.refs = ()  # a list of its own in list mode
         self.profile = None
         self.mps = None
@@ -129,7 +130,7 @@ def _ref_problems(topology, where, refused):
 def _parse_gpus(topology, daemons, spec, value, problems):
     value = _from_string(value)
     if value is None or _is_int(value):
-        count = 1 if value is None else value
+        count = DEFAULT_GPUS if value is None else value
         if count < 0:
             problems.append('%s: gpus must be 0 (CPU-only) or more, got %d' % (_where(spec), count))
         spec.count = max(count, 0)  # the default mode, 'count'

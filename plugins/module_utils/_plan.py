@@ -35,6 +35,7 @@ _SERVICE_NAME = re.compile(SERVICE_NAME_PATTERN)
 MEMORY_POLICIES = ('bind', 'preferred', 'interleave')
 DEFAULT_MEMORY_POLICY = 'bind'
 DEFAULT_CPUS = 4
+DEFAULT_GPUS = 1  # a spec that leaves gpus out gets one whole GPU
 # The keys the planner reads; the rest of a spec is the role's.
 PLANNER_KEYS = ('name', 'gpus', 'cpus', 'memory_policy', 'exclusive', 'node', 'allow_cross_numa', 'allow_cpu_overlap')
 ROLE_KEYS = ('mode', 'command', 'image', 'container_args', 'user', 'environment', 'description', 'read_write_paths',

@@ -20,12 +20,11 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, size_mb
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
-    DEFAULT_CPUS, DEFAULT_MEMORY_POLICY, DEFAULT_USER_PREFIX, MEMORY_POLICIES, PLANNER_KEYS, ROLE_KEYS, SERVICE_NAME_PATTERN,
-    _role_problems, is_service_name)
+    DEFAULT_CPUS, DEFAULT_GPUS, DEFAULT_MEMORY_POLICY, DEFAULT_USER_PREFIX, MEMORY_POLICIES, PLANNER_KEYS, ROLE_KEYS,
+    SERVICE_NAME_PATTERN, _role_problems, is_service_name)
 from ansible_collections.gpufleet.core.plugins.module_utils._values import describe, is_device_uuid, is_integer
 
 VARIABLE = 'gpu_services_services'
-DEFAULT_GPUS = 1
 # Each key's default where the spec leaves it out (exclusive is false for an MPS share; user is the prefix and name).
 DEFAULTS = {'gpus': DEFAULT_GPUS, 'cpus': DEFAULT_CPUS, 'memory_policy': DEFAULT_MEMORY_POLICY, 'exclusive': True,
             'node': None, 'allow_cross_numa': False, 'allow_cpu_overlap': False, 'mode': 'native', 'command': '',
