@@ -59,7 +59,7 @@ def main(argv):
     parser.add_argument('directory')
     parser.add_argument('--top', type=int, default=25)
     args = parser.parse_args(argv)
-    by_play, by_stage, by_role, by_task = (collections.Counter() for _ in range(4))
+    by_play, by_stage, by_role, by_task = collections.Counter(), collections.Counter(), collections.Counter(), collections.Counter()
     runs = sorted(name for name in os.listdir(args.directory) if name.endswith('.log'))
     print('each run (its command line after the playbook, and its time in tasks):')
     for name in runs:
