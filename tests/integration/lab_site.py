@@ -20,7 +20,7 @@ Steps, in order (each one starts from where the previous one left the lab; each 
   report       a service's binding broken by hand, then the report playbook alone: the page shows that audit failed and
                the change since make site's report, draws each host's GPUs, MIG instances and services as the host has
                them, and passes the Chromium checks (tests/integration/report_chromium.py)
-  upgrade      the fleet's driver from 570.133.20 to 570.148.08, a canary host first and then two hosts a batch, each
+  upgrade      the fleet's driver from 570.133.20 to 570.148.08, a canary host first and then the other three, each
                batch through the health gate: the canary's packages change first, each GPU host is drained and
                rebooted once into the new module, its MIG layout and services come back and its audit passes, a
                probe never sees hosts of two batches out at once; a second run on that version changes nothing
@@ -625,15 +625,16 @@ DRIVER_OLD, DRIVER_NEW = '570.133.20', '570.148.08'
 # The driver packages NVIDIA's repository for Debian has (fabric manager and NSCQ only where there are NVSwitches).
 DRIVER_PACKAGES = ['nvidia-driver', 'nvidia-kernel-open-dkms', 'nvidia-smi', 'nvidia-persistenced',
                    'nvidia-fabricmanager-570', 'libnvidia-nscq-570']
-# The upgrade's rollout: a canary of one host, then two hosts a batch, in the rollout's order; each batch's health
-# gate asks Prometheus after a few seconds (the lab's Prometheus scrapes and evaluates every 5 s). Limited to the GPU
+# The upgrade's rollout: a canary of one host, then the other three in one batch (step rolling shows batches of one
+# host each, and the batch sizes are _fleet_rollout's, unit-tested); each batch's health gate asks Prometheus after a
+# few seconds (the lab's Prometheus scrapes and evaluates every 5 s). Limited to the GPU
 # hosts: the rollout's order starts with the fleet's CPU-only host, which has no driver to upgrade and would be the
 # canary otherwise.
 SOAK = 3
-UPGRADE_ROLLOUT = {'gpufleet_serial': 2, 'gpufleet_batch_by': '', 'gpufleet_canary': 1,
+UPGRADE_ROLLOUT = {'gpufleet_serial': 3, 'gpufleet_batch_by': '', 'gpufleet_canary': 1,
                    'gpufleet_health_gate_soak': SOAK}
 UPGRADE_LIMIT = 'gpu_hosts'
-UPGRADE_BATCHES = [['hk1-a100-01'], ['hk1-a100-02', 'hk2-h100-01'], ['hk2-h200-01']]
+UPGRADE_BATCHES = [['hk1-a100-01'], ['hk1-a100-02', 'hk2-h100-01', 'hk2-h200-01']]
 CANARY = UPGRADE_BATCHES[0][0]
 # Long enough for a fault injected as the soak starts to be scraped (5 s) and its alert evaluated (5 s), with room.
 FAULT_SOAK = 20
@@ -814,7 +815,7 @@ def step_upgrade():
         check(not after[host]['drained'], '%s is still drained: %s has %s' % (host, DRAIN_FILE, after[host]['drained']))
     gates = gate_lines(output)
     check(gated_batches(gates) == [(batch, 'passed') for batch in UPGRADE_BATCHES],
-          'the batches were not the canary, then two hosts each, every one through a passed health gate: %s' % gates,
+          'the batches were not the canary, then the other three, each through a passed health gate: %s' % gates,
           output)
     # At most one batch's hosts out at any time, and each host out at some time (the probe saw the drain).
     batches = [set(batch) for batch in UPGRADE_BATCHES]
@@ -890,9 +891,9 @@ def step_rollback():
     before = dict((host, driver_state(host)) for host in GPU_HOSTS)
     behind = sorted(host for host in GPU_HOSTS if on_version(before[host], DRIVER_OLD))
     watch = RunWatch()
-    # The canary's batch first, then the three hosts still behind in one batch: step upgrade showed the batches of
-    # two; this one shows that a rollout stopped by its gate resumes, and takes no longer than it must.
-    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, gpufleet_serial=3, nvidia_driver_version=DRIVER_OLD),
+    # The canary's batch first, then the three hosts still behind in one batch: a rollout stopped by its gate resumes,
+    # and takes no longer than it must.
+    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_OLD),
                                       limit=UPGRADE_LIMIT, watch=watch)
     check(rc == 0, 'the rollback failed', output)
     for host in GPU_HOSTS:

@@ -32,6 +32,10 @@ cd "$repo"
 # nothing to remove (a few seconds per scenario): what a stopped run left behind is destroyed here, when there is any.
 if podman ps -a --format '{{.Names}}' | grep -Eq "^gpufleet-$1(-.*)?\$"; then
   molecule destroy -s "$1" 9>&-
+else
+  # A run killed after create, its container removed since, leaves molecule's state saying "created": create would
+  # be skipped and converge find no container. No container: no state (the lock above makes this scenario ours).
+  rm -rf "$HOME"/.ansible/tmp/molecule.*."$1"
 fi
 # Each of molecule's actions (create, prepare, converge, idempotence, verify, destroy) ends with the seconds since the
 # scenario started, so that a slow scenario says which action its time went to (docs/testing.md).

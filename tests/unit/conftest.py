@@ -11,8 +11,14 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import settings
 
 from .support import sim
+
+# No per-example deadline: make test runs the units at the lowest priority beside the lab, where a wall-clock limit
+# would measure the machine's load, not the code.
+settings.register_profile('gpufleet', deadline=None)
+settings.load_profile('gpufleet')
 
 # Where the simulator and the repository are, for tests that import them from here.
 REPO, SIM_DIR, HOSTS_DIR = sim.REPO, sim.SIM_DIR, sim.HOSTS_DIR
