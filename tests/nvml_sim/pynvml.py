@@ -521,9 +521,16 @@ def _present(gpu):
     return gpu
 
 
-def _new_mig_uuid(sim, gpu, gi_id, ci_id):
-    sim.state['uuid_seq'] += 1
-    name = '%s/%d/%d/%d' % (gpu.spec['uuid'], gi_id, ci_id, sim.state['uuid_seq'])
+def _new_mig_uuid(sim, gpu, gi, ci_id, ci_start):
+    """A new MIG device's UUID. NVML promises one only for the lifetime of the device, and whether a driver gives a
+    device made again in the same place its old UUID is not documented: by default (simctl mig-uuids STATE new) every
+    creation gets a new one; under `stable` a device made where one was (GPU, GPU instance profile and placement,
+    compute instance placement) gets the same."""
+    if sim.state.get('mig_uuids') == 'stable':
+        name = '%s/%d@%d/%d' % (gpu.spec['uuid'], gi['profile_id'], gi['start'], ci_start)
+    else:
+        sim.state['uuid_seq'] += 1
+        name = '%s/%d/%d/%d' % (gpu.spec['uuid'], gi['id'], ci_id, sim.state['uuid_seq'])
     return 'MIG-%s' % _uuid.uuid5(_uuid.NAMESPACE_URL, name)
 
 # ---------------------------------------------------------------------------
@@ -1083,7 +1090,7 @@ def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
             ci_id = min(i for i in range(0, 8) if i not in used_ids)
             gi['compute_instances'].append({
                 'id': ci_id, 'profile_id': profileId, 'start': start, 'size': entry['size'],
-                'uuid': _new_mig_uuid(sim, gpuInstance.gpu, gi['id'], ci_id)})
+                'uuid': _new_mig_uuid(sim, gpuInstance.gpu, gi, ci_id, start)})
             gi['compute_instances'].sort(key=lambda ci: ci['id'])
             sim.save()
             return _ComputeInstance(gpuInstance, ci_id)

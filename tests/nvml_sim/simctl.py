@@ -167,6 +167,20 @@ def inject_fault(state_path, function, error=999, skip=0):
     _save(state_path, state)
 
 
+MIG_UUIDS = ('new', 'stable')
+
+
+def mig_uuids(state_path, behaviour):
+    """How MIG devices made from now on are named: `new` UUIDs at every creation (the default), or `stable` ones
+    that a device made again in the same place keeps (the two behaviours real drivers may have)."""
+    if behaviour not in MIG_UUIDS:
+        raise SystemExit('simctl: mig-uuids takes %s, not %r' % (' or '.join(MIG_UUIDS), behaviour))
+
+    def change(state):
+        state['mig_uuids'] = behaviour
+    _locked_update(state_path, change)
+
+
 def mutations(state_path):
     """How many NVML calls have changed GPU state so far."""
     return (_load(state_path, {}) or {}).get('mutations', 0)
@@ -175,7 +189,8 @@ def mutations(state_path):
 def main(argv):
     usage = ('usage: simctl.py reboot HOST STATE | reset-gpu STATE UUID | '
              'add-process STATE UUID PID [GI CI] | remove-process STATE PID | '
-             'set-process-memory STATE PID MIB | inject-xid HOST STATE UUID XID [GI CI] | lose-gpu HOST STATE UUID')
+             'set-process-memory STATE PID MIB | inject-xid HOST STATE UUID XID [GI CI] | lose-gpu HOST STATE UUID | '
+             'mig-uuids STATE new|stable')
     if len(argv) < 2:
         sys.exit(usage)
     command, args = argv[1], argv[2:]
@@ -194,6 +209,8 @@ def main(argv):
         print(json.dumps(inject_xid(*args)))
     elif command == 'lose-gpu':
         print(json.dumps(lose_gpu(*args)))
+    elif command == 'mig-uuids':
+        mig_uuids(*args)
     else:
         sys.exit(usage)
 

@@ -27,8 +27,10 @@ def _topology(run_module, paths):
     return Topology(run_module(topology_facts, _roots(paths))['ansible_facts']['gpufleet_topology'])
 
 
-def test_a_remade_layout_fills_the_same_slots_with_new_uuids(run_module, sim_host):
+@pytest.mark.parametrize('behaviour', ['new', 'stable'])
+def test_a_remade_layout_fills_the_same_slots_whether_the_driver_keeps_uuids_or_not(run_module, sim_host, behaviour):
     paths = sim_host('reference-a100')
+    simctl.mig_uuids(paths['state_file'], behaviour)
     run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
     before = _topology(run_module, paths)
     slots = slots_of(before)
@@ -43,16 +45,24 @@ def test_a_remade_layout_fills_the_same_slots_with_new_uuids(run_module, sim_hos
         Slot(by_gpu[3], '3g.40gb', split[0], 1), Slot(by_gpu[3], '1g.10gb', small[0], 0)])
     assert all(slot_of(before, uuid) == slot for slot, uuid in slots.items())
 
-    # A reboot clears every instance; the boot unit's apply makes the same layout again, on new UUIDs.
+    # A reboot clears every instance; the boot unit's apply makes the same layout again, on new UUIDs or the same.
     simctl.reboot(paths['host_file'], paths['state_file'])
     run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
     after = _topology(run_module, paths)
     resolved = resolve(after, [str(slot) for slot in slots])
     assert sorted(resolved) == sorted(str(slot) for slot in slots)
     assert set(resolved.values()) == set(slots_of(after).values())
-    assert not set(resolved.values()) & set(slots.values())  # every UUID is new
-    for slot, uuid in slots.items():
-        assert slot_of(after, resolved[str(slot)]) == slot and slot_of(after, uuid) is None
+    if behaviour == 'new':
+        assert not set(resolved.values()) & set(slots.values())
+        assert all(slot_of(after, uuid) is None for uuid in slots.values())
+    else:
+        assert resolved == dict((str(slot), uuid) for slot, uuid in slots.items())
+    assert all(slot_of(after, resolved[str(slot)]) == slot for slot in slots)
+
+
+def test_the_simulator_takes_only_the_two_behaviours(sim_host):
+    with pytest.raises(SystemExit, match="mig-uuids takes new or stable, not 'same'"):
+        simctl.mig_uuids(sim_host('reference-a100')['state_file'], 'same')
 
 
 def test_a_layout_that_does_not_fill_the_slots_is_refused_with_what_each_gpu_holds(run_module, sim_host):
