@@ -151,16 +151,16 @@ machine_busy() {
 background_group=''
 if [ -w /sys/fs/cgroup/cpu/cgroup.procs ]; then  # cgroup v1's cpu controller
   background_group=/sys/fs/cgroup/cpu/gpufleet-background
-elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null && [ -w /sys/fs/cgroup/cgroup.subtree_control ]; then
-  background_group=/sys/fs/cgroup/gpufleet-background  # cgroup v2
+elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null &&
+     { grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control; } 2>/dev/null
+then
+  background_group=/sys/fs/cgroup/gpufleet-background  # cgroup v2, its cpu controller on for the root's children
 fi
 in_background_group() {
   local made=''
   renice -n 19 -p "$BASHPID" >/dev/null 2>&1
-  ionice -c 2 -n 7 -p "$BASHPID" >/dev/null 2>&1
+  ionice -c 2 -n 7 -p "$BASHPID" >/dev/null 2>&1  # a no-op under the `none` I/O scheduler; helps under bfq
   if [ -n "$background_group" ]; then
-    case $background_group in /sys/fs/cgroup/cpu/*) ;; *) grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control ||
-      echo +cpu >/sys/fs/cgroup/cgroup.subtree_control ;; esac 2>/dev/null
     mkdir -p "$background_group" 2>/dev/null &&
       { echo 1 >"$background_group/cpu.idle" || echo 2 >"$background_group/cpu.shares" ||
         echo 1 >"$background_group/cpu.weight"; } 2>/dev/null &&

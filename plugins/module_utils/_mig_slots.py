@@ -22,6 +22,7 @@ __metaclass__ = type
 
 import re
 from collections import namedtuple
+from operator import itemgetter
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid
@@ -68,17 +69,17 @@ def parse_slot(text):
 
 
 def slots_of(topology):
-    """{Slot: MIG device UUID} of every MIG device of a Topology (``_topology.Topology``)."""
+    """{Slot: MIG device UUID} of every MIG device of a Topology (``_topology.Topology``), read from its index of
+    GPU instances and devices; a GPU instance's compute instances are ordered by the index's ``sort`` (by id)."""
     found = {}
-    for gpu in topology.gpus:
-        for gi in (gpu.get('mig') or {}).get('gpu_instances') or []:
-            start = (gi.get('placement') or {}).get('start')
+    for gpu, instances in topology.mig_instances.items():
+        for instance in instances:
+            start = instance['placement'].get('start')
             if not isinstance(start, int):
                 continue
-            cis = sorted((ci for ci in gi.get('compute_instances') or [] if ci.get('uuid')),
-                         key=lambda ci: (ci.get('id', -1), ci['uuid']))
-            for ordinal, ci in enumerate(cis):
-                found[Slot(gpu['uuid'], gi.get('profile'), start, ordinal)] = ci['uuid']
+            devices = sorted((topology.devices[uuid] for uuid in instance['uuids']), key=itemgetter('sort'))
+            for ordinal, device in enumerate(devices):
+                found[Slot(gpu, instance['profile'], start, ordinal)] = device['uuid']
     return found
 
 
@@ -115,8 +116,7 @@ def resolve(topology, slots):
 def _why_empty(slot, gpu, present):
     if gpu is None:
         return 'no GPU %s on this host (slot %s)' % (slot.gpu, slot)
-    held = sorted('%s@%d' % (other.profile, other.start) for other in present if other.gpu == slot.gpu)
+    held = sorted(set('%s@%d' % (other.profile, other.start) for other in present if other.gpu == slot.gpu))
     return 'GPU %s (index %s) has no %s at placement %d%s (it has %s)' % (
         slot.gpu, gpu.get('index'), slot.profile, slot.start,
-        ', compute instance %d' % slot.ordinal if slot.ordinal else '',
-        ', '.join(sorted(set(held))) if held else 'no MIG device')
+        ', compute instance %d' % slot.ordinal if slot.ordinal else '', ', '.join(held) or 'no MIG device')
