@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-kernel NUMA test: builds (once, cached in build/qemu/) and boots a QEMU guest with 2 NUMA nodes,
+# The real-kernel NUMA test: builds (once per input hash, cached in ~/.cache/gpufleet/qemu) and boots a QEMU guest with 2 NUMA nodes,
 # runs tests/integration/numa_vm.yml against it over ssh on 127.0.0.1, and always stops the guest.
 # Usage: tests/integration/numa_vm.sh [VENV]   (default: .venv, made by tests/run.sh setup)
 set -euo pipefail

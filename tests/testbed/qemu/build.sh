@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Build the 2-NUMA-node test guest once: a Debian bookworm disk image, its kernel and initrd, and an ssh key.
-# Cached under build/qemu/ by input hash; a second run with the same inputs does nothing.
+# Cached by input hash outside the checkout (GPUFLEET_QEMU_CACHE, default ~/.cache/gpufleet/qemu), as podman keeps
+# the lab's and molecule's images: a second run with the same inputs, from any clone, does nothing.
 # Usage: tests/testbed/qemu/build.sh        (prints the guest directory on its last line)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-cache=${GPUFLEET_QEMU_CACHE:-$repo/build/qemu}
+cache=${GPUFLEET_QEMU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet/qemu}
 suite=bookworm
 # podman and netavark: the container-mode service runs under the real podman (crun: the guest is cgroup v2).
 include=linux-image-amd64,systemd,systemd-sysv,udev,dbus,kmod,openssh-server,numactl,iproute2,python3,procps
@@ -20,6 +20,9 @@ install_missing qemu-system-x86 qemu-utils e2fsprogs debootstrap openssh-client
 mirror=$(debian_mirror "$suite")
 
 mkdir -p "$cache"
+# One build at a time: two clones may share the cache.
+exec 9>"$cache/.lock"
+flock 9
 # The guest trusts this key; it lives next to the images it was baked into.
 if [ ! -f "$cache/id_ed25519" ]; then
   ssh-keygen -q -t ed25519 -N '' -C gpufleet-numa-vm -f "$cache/id_ed25519"
