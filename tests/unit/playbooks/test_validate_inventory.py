@@ -6,7 +6,8 @@ examples/hk-fleet/inventory, run through gpufleet.core.validate with no host rea
 
 A refused case must fail in validate with a message that names the host (or, for a fleet rule, every host
 involved), the variable and the value as given; an accepted one must pass. Neither may show a traceback or an
-ansible-core error. The runs go two at a time; to add a case, add a row.
+ansible-core error. The runs go two at a time, each a fork of one Python that imported ansible-core once
+(support/playbook_forks.py); to add a case, add a row.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
@@ -25,6 +25,7 @@ import yaml
 from ..conftest import REPO
 from ..support.bad_input import assert_refused
 from ..support.core_sample import rows_to_run
+from ..support.playbook_forks import run_playbooks
 
 EXAMPLE = os.path.join(REPO, 'examples', 'hk-fleet', 'inventory')
 FLEET = 'group_vars/all/fleet.yml'
@@ -474,15 +475,17 @@ def _write(inventory, root):
             yaml.safe_dump(document, handle, default_flow_style=False)
 
 
-def run_case(root, edits, limit=None):
-    """The case's inventory written under root and validated (on the hosts of ``limit``, else on every host):
-    (return code, [(host, task, message)], output)."""
+def _write_case(root, edits):
+    """The case's inventory and the playbook, written under root."""
     inventory = copy.deepcopy(PRISTINE)
     for edit in edits:
         edit(inventory)
     _write(inventory, os.path.join(root, 'inventory'))
     with open(os.path.join(root, 'play.yml'), 'w') as handle:
         handle.write(PLAYBOOK)
+
+
+def _environment():
     # The json stdout callback is ansible.posix's: it comes from the `ansible` package in .venv, which .venv-oldest
     # (ansible-core alone) borrows. The playbook itself needs gpufleet.core alone.
     bundled = glob.glob(os.path.join(REPO, '.venv', 'lib', 'python3*', 'site-packages'))
@@ -490,13 +493,19 @@ def run_case(root, edits, limit=None):
                ANSIBLE_SSH_EXECUTABLE='/bin/false', ANSIBLE_HOST_KEY_CHECKING='false', ANSIBLE_RETRY_FILES_ENABLED='0',
                ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([os.path.join(REPO, 'build', 'collections')] + bundled))
     env.pop('ANSIBLE_CONFIG', None)
-    ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
-                          os.path.join(root, 'inventory'), os.path.join(root, 'play.yml')] + (['--limit', limit] if limit else []),
-                         cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                         check=False, timeout=300)
+    return env
+
+
+def _argv(root, limit=None):
+    return [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', os.path.join(root, 'inventory'),
+            os.path.join(root, 'play.yml')] + (['--limit', limit] if limit else [])
+
+
+def _outcome(returncode, stdout, stderr):
+    """(return code, [(host, task, message)], output) of one run."""
     failures = []
     try:
-        report = json.loads(ran.stdout[ran.stdout.index('{'):])
+        report = json.loads(stdout[stdout.index('{'):])
     except ValueError:
         report = {'plays': []}
     for play in report.get('plays', []):
@@ -504,7 +513,33 @@ def run_case(root, edits, limit=None):
             for host, result in task.get('hosts', {}).items():
                 if result.get('failed') or result.get('unreachable'):
                     failures.append((host, task['task']['name'].split(' : ')[-1], str(result.get('msg', ''))))
-    return ran.returncode, failures, ran.stdout + ran.stderr
+    return returncode, failures, stdout + stderr
+
+
+def run_case(root, edits, limit=None):
+    """The case's inventory written under root and validated (on the hosts of ``limit``, else on every host) by
+    ansible-playbook: (return code, [(host, task, message)], output)."""
+    _write_case(root, edits)
+    ran = subprocess.run(_argv(root, limit), cwd=root, env=_environment(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, universal_newlines=True, check=False, timeout=300)
+    return _outcome(ran.returncode, ran.stdout, ran.stderr)
+
+
+def run_cases(roots, cases):
+    """Each case of CASES ((id, edits)) validated under ROOTS[id], two at a time, each run a fork of one Python that
+    imported ansible-core once (support/playbook_forks.py): {id: run_case's triple}."""
+    runs = []
+    for case_id, edits in cases:
+        root = roots[case_id]
+        _write_case(root, edits)
+        runs.append({'argv': _argv(root), 'cwd': root, 'stdout': os.path.join(root, 'stdout'),
+                     'stderr': os.path.join(root, 'stderr')})
+    rcs = run_playbooks(runs, _environment(), parallel=2)
+    found = {}
+    for (case_id, _edits), run, returncode in zip(cases, runs, rcs):
+        with open(run['stdout']) as out, open(run['stderr']) as err:
+            found[case_id] = _outcome(returncode, out.read(), err.read())
+    return found
 
 
 # The rows this run asks (all of them, but on the oldest ansible-core: tests/unit/support/core_sample.py).
@@ -518,9 +553,7 @@ def outcomes(request, tmp_path_factory):
                    if item.module is request.module and 'case_id' in getattr(getattr(item, 'callspec', None), 'params', {}))
     cases = [(case[0], case[1]) for case in RUN_ACCEPTED + RUN_REFUSED if case[0] in selected]
     roots = dict((case_id, str(tmp_path_factory.mktemp('case'))) for case_id, _edits in cases)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = dict((case_id, pool.submit(run_case, roots[case_id], edits)) for case_id, edits in cases)
-    return dict((case_id, future.result()) for case_id, future in futures.items())
+    return run_cases(roots, cases)
 
 
 def _no_crash(output):
