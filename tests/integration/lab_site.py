@@ -20,16 +20,16 @@ Steps, in order (each one starts from where the previous one left the lab; each 
   report       a service's binding broken by hand, then the report playbook alone: the page shows that audit failed and
                the change since make site's report, draws each host's GPUs, MIG instances and services as the host has
                them, and passes the Chromium checks (tests/integration/report_chromium.py)
-  upgrade      the fleet's driver from 570.133.20 to 570.148.08, a canary host first and then the other three, each
-               batch through the health gate: the canary's packages change first, each GPU host is drained and
-               rebooted once into the new module, its MIG layout and services come back and its audit passes, a
-               probe never sees hosts of two batches out at once; a second run on that version changes nothing
   upgrade_fault
-               back to 570.133.20 (a downgrade takes the same path) with a fault on the canary during its health
-               gate's soak (a GPU's row remapping fails): the run stops after the canary's batch naming the host and
-               the alert, and no other host is touched; the fault is then cleared
-  rollback     the rest of the fleet back to 570.133.20 (the canary's batch, then the other three hosts in one batch):
-               every host converged, its audit passed
+               the fleet's driver from 570.133.20 to 570.148.08, a canary host first, with a fault on the canary
+               during its health gate's soak (a GPU's row remapping fails): the canary alone is drained, upgraded and
+               rebooted, the run stops after its batch naming the host and the alert, and no other host is touched;
+               the fault is then cleared
+  upgrade      the same run again, resumed: the canary's batch changes nothing and passes its gate, then the other
+               three hosts in one batch: each is drained and rebooted once into the new module, its MIG layout and
+               services come back and its audit passes, a probe never sees hosts of two batches out at once; a second
+               run on that version changes nothing, and the new version goes into the inventory (the downgrade path
+               is molecule's nvidia_driver scenario)
   faults       faults injected on single hosts, handled by the watchdog as docs/gpu_watchdog.md's table says: one
                service over its GPU memory budget is restarted alone, until the rate limit holds it; a GPU falls off
                the bus (Xid 79): quarantined once, never in a loop, and the pack's alert fires in Prometheus, where
@@ -769,11 +769,71 @@ def declared_mig(host, state):
     return dict((uuid, None if profiles is None else [9, 9]) for uuid, profiles in state['mig'].items())
 
 
-def step_upgrade():
+# Where the upgrade step writes the fleet's new driver version once it is there, as an operator commits it: after the
+# lab's own overrides (group_vars/all/zz-lab.yml), so that the later steps' runs keep it.
+UPGRADED_VARS = os.path.join(INVENTORY, 'group_vars', 'all', 'zz-upgraded.yml')
+
+
+def step_upgrade_fault():
+    # The canary's batch of the upgrade, with a fault on the canary during its health gate.
     before = dict((host, driver_state(host)) for host in GPU_HOSTS)
     for host, state in before.items():
         check(not on_version(state, DRIVER_OLD), '%s is not on driver %s before the upgrade: %s'
               % (host, DRIVER_OLD, on_version(state, DRIVER_OLD)))
+    check(not firing(), 'alerts of the pack fire before the upgrade: %s' % firing())
+    uuid = json.loads(on_host(CANARY, 'cat %s' % SIM_HOST))['gpus'][0]['uuid']
+    injected = []
+
+    def inject(line):
+        if not injected and line.startswith('TASK [') and 'health gate' in line.lower():
+            set_row_remap_failure(CANARY, uuid, True)
+            injected.append(line.strip())
+
+    watch = RunWatch(inject)
+    try:
+        rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, gpufleet_health_gate_soak=FAULT_SOAK,
+                                               nvidia_driver_version=DRIVER_NEW), limit=UPGRADE_LIMIT, watch=watch)
+    finally:
+        set_row_remap_failure(CANARY, uuid, False)
+    check(injected, 'no health gate started: the fault was not injected', output)
+    check(rc != 0, 'a fault on the canary during its health gate did not stop the run', output)
+    gates = gate_lines(output)
+    stopped = [line for line in summary if line.startswith('Health gate after batch 1, the canary (%s): STOPPED the '
+                                                           'rollout: ' % CANARY)]
+    check(stopped and 'GpuRowRemapFailure on %s' % CANARY in stopped[0],
+          'the summary does not say that the canary\'s gate stopped the rollout, naming the host and the alert: %s'
+          % gates, output)
+    check(not [line for line in gates if 'after batch 2' in line], 'a second batch was gated: %s' % gates, output)
+    installs = watch.changed.get(INSTALL_TASK, [])
+    check(installs == [CANARY], 'hosts besides the canary changed their packages: %s' % installs, output)
+    check(watch.changed.get(REBOOT_TASK, []) == [CANARY], 'hosts besides the canary rebooted, or it did not: %s'
+          % watch.changed.get(REBOOT_TASK), output)
+    after = dict((host, driver_state(host)) for host in GPU_HOSTS)
+    check(not on_version(after[CANARY], DRIVER_NEW) and after[CANARY]['boot'] != before[CANARY]['boot'],
+          'the canary %s was not upgraded and rebooted: %s' % (CANARY, on_version(after[CANARY], DRIVER_NEW)
+                                                              or 'the same boot id'))
+    for host in GPU_HOSTS:
+        if host != CANARY:
+            check(not on_version(after[host], DRIVER_OLD) and after[host]['boot'] == before[host]['boot'],
+                  '%s was touched although the canary failed: %s, boot id %s' % (
+                      host, on_version(after[host], DRIVER_OLD) or 'on %s' % DRIVER_OLD,
+                      'changed' if after[host]['boot'] != before[host]['boot'] else 'the same'))
+    others = dict((host, counts['changed']) for host, counts in recap.items() if host in HOSTS and host != CANARY)
+    check(set(others.values()) <= {0}, 'hosts besides the canary report changes: %s' % others, output)
+    # The fault cleared: the alert resolves before the next step's gates ask.
+    until('GpuRowRemapFailure on %s resolved' % CANARY, lambda: not firing(CANARY), timeout=60)
+    print('lab_site: upgrade_fault: fault injected at "%s"' % injected[0])
+
+
+def step_upgrade():
+    # The rollout resumed after upgrade_fault's stop (or, run alone, from the start): the hosts still behind change,
+    # the canary's batch first.
+    before = dict((host, driver_state(host)) for host in GPU_HOSTS)
+    behind = [host for host in GPU_HOSTS if on_version(before[host], DRIVER_NEW)]
+    for host in behind:
+        check(not on_version(before[host], DRIVER_OLD), '%s is on neither driver before the upgrade: %s'
+              % (host, on_version(before[host], DRIVER_OLD)))
+    check(behind, 'every GPU host is on %s already: nothing to upgrade' % DRIVER_NEW)
     check(not firing(), 'alerts of the pack fire before the upgrade: %s' % firing())
     services = dict((host, [unit for unit in before[host]['units'] if unit.startswith('gpufleet-svc-')])
                     for host in GPU_HOSTS)
@@ -790,24 +850,27 @@ def step_upgrade():
     for host in GPU_HOSTS:
         check(line_of(summary, host).startswith(host + ': converged; audit passed'),
               '%s did not converge with its audit passing after the upgrade' % host, output)
-    # The canary first: its packages changed before any other host's, each GPU host's once, and each rebooted once.
+    # The canary first where it is behind; each host behind changes its packages once and reboots once, no other.
     installs = watch.changed.get(INSTALL_TASK, [])
-    check(installs[:1] == [CANARY] and sorted(installs) == sorted(GPU_HOSTS),
-          'the driver packages did not change on the canary %s first, then once on each other GPU host: %s'
-          % (CANARY, installs), output)
+    check(sorted(installs) == sorted(behind) and (CANARY not in behind or installs[:1] == [CANARY]),
+          'the driver packages did not change once on each host behind (%s), the canary %s first: %s'
+          % (behind, CANARY, installs), output)
     reboots = watch.changed.get(REBOOT_TASK, [])
-    check(sorted(reboots) == sorted(GPU_HOSTS), 'each GPU host must reboot once into the new driver: %s' % reboots,
-          output)
+    check(sorted(reboots) == sorted(behind), 'each host behind must reboot once into the new driver, no other: %s'
+          % reboots, output)
     after = dict((host, driver_state(host)) for host in GPU_HOSTS)
     for host in GPU_HOSTS:
         check(not on_version(after[host], DRIVER_NEW),
               '%s after the upgrade: %s' % (host, on_version(after[host], DRIVER_NEW)))
         seen = [sample[host][0] for _stamp, sample in probe.samples if sample[host][0]]
         boots = [boot for index, boot in enumerate(seen) if index == 0 or boot != seen[index - 1]]
-        check(after[host]['boot'] != before[host]['boot'] and boots in ([before[host]['boot'], after[host]['boot']],
-                                                                        [after[host]['boot']]),
-              '%s was not rebooted exactly once: boot ids %s, seen by the probe in turn %s'
-              % (host, (before[host]['boot'], after[host]['boot']), boots))
+        if host in behind:
+            check(after[host]['boot'] != before[host]['boot']
+                  and boots in ([before[host]['boot'], after[host]['boot']], [after[host]['boot']]),
+                  '%s was not rebooted exactly once: boot ids %s, seen by the probe in turn %s'
+                  % (host, (before[host]['boot'], after[host]['boot']), boots))
+        else:
+            check(after[host]['boot'] == before[host]['boot'], '%s was on %s already and rebooted' % (host, DRIVER_NEW))
         check(after[host]['mig'] == declared_mig(host, before[host]), '%s: its MIG layout did not come back: %s, '
               'declared %s' % (host, after[host]['mig'], declared_mig(host, before[host])))
         check(after[host]['units'] == before[host]['units'], '%s: its units did not all come back: %s, before %s'
@@ -817,12 +880,12 @@ def step_upgrade():
     check(gated_batches(gates) == [(batch, 'passed') for batch in UPGRADE_BATCHES],
           'the batches were not the canary, then the other three, each through a passed health gate: %s' % gates,
           output)
-    # At most one batch's hosts out at any time, and each host out at some time (the probe saw the drain).
+    # At most one batch's hosts out at any time, and each host behind out at some time (the probe saw the drain).
     batches = [set(batch) for batch in UPGRADE_BATCHES]
     outs = [(stamp, sorted(host for host, (_boot, up) in sample.items() if not up)) for stamp, sample in probe.samples]
     mixed = [(round(stamp - probe.samples[0][0], 1), down) for stamp, down in outs
              if down and not any(set(down) <= batch for batch in batches)]
-    never = sorted(set(GPU_HOSTS) - set(host for _stamp, down in outs for host in down))
+    never = sorted(set(behind) - set(host for _stamp, down in outs for host in down))
     seen_out = dict((host, [stamp for stamp, down in outs if host in down]) for host in GPU_HOSTS)
     print('lab_site: upgrade: %d probes, %d with a host out, %d with hosts of two batches out; packages changed in '
           'the order %s; out of service (first to last probe that saw it out): %s'
@@ -838,80 +901,9 @@ def step_upgrade():
           'a second run on %s changed something: %s' % (DRIVER_NEW, changed), output)
     check(all(driver_state(host)['boot'] == after[host]['boot'] for host in GPU_HOSTS),
           'a second run on %s rebooted a host' % DRIVER_NEW)
-
-
-def step_upgrade_fault():
-    # Back to the first version (a downgrade takes the same path), with a fault on the canary during its health gate.
-    before = dict((host, driver_state(host)) for host in GPU_HOSTS)
-    for host, state in before.items():
-        check(not on_version(state, DRIVER_NEW), '%s is not on driver %s: %s (run step upgrade first)'
-              % (host, DRIVER_NEW, on_version(state, DRIVER_NEW)))
-    uuid = json.loads(on_host(CANARY, 'cat %s' % SIM_HOST))['gpus'][0]['uuid']
-    injected = []
-
-    def inject(line):
-        if not injected and line.startswith('TASK [') and 'health gate' in line.lower():
-            set_row_remap_failure(CANARY, uuid, True)
-            injected.append(line.strip())
-
-    watch = RunWatch(inject)
-    try:
-        rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, gpufleet_health_gate_soak=FAULT_SOAK,
-                                               nvidia_driver_version=DRIVER_OLD), limit=UPGRADE_LIMIT, watch=watch)
-    finally:
-        set_row_remap_failure(CANARY, uuid, False)
-    check(injected, 'no health gate started: the fault was not injected', output)
-    check(rc != 0, 'a fault on the canary during its health gate did not stop the run', output)
-    gates = gate_lines(output)
-    stopped = [line for line in summary if line.startswith('Health gate after batch 1, the canary (%s): STOPPED the '
-                                                           'rollout: ' % CANARY)]
-    check(stopped and 'GpuRowRemapFailure on %s' % CANARY in stopped[0],
-          'the summary does not say that the canary\'s gate stopped the rollout, naming the host and the alert: %s'
-          % gates, output)
-    check(not [line for line in gates if 'after batch 2' in line], 'a second batch was gated: %s' % gates, output)
-    installs = watch.changed.get(INSTALL_TASK, [])
-    check(installs == [CANARY], 'hosts besides the canary changed their packages: %s' % installs, output)
-    after = dict((host, driver_state(host)) for host in GPU_HOSTS)
-    check(not on_version(after[CANARY], DRIVER_OLD),
-          'the canary %s was not downgraded: %s' % (CANARY, on_version(after[CANARY], DRIVER_OLD)))
-    for host in GPU_HOSTS:
-        if host != CANARY:
-            check(not on_version(after[host], DRIVER_NEW) and after[host]['boot'] == before[host]['boot'],
-                  '%s was touched although the canary failed: %s, boot id %s' % (
-                      host, on_version(after[host], DRIVER_NEW) or 'on %s' % DRIVER_NEW,
-                      'changed' if after[host]['boot'] != before[host]['boot'] else 'the same'))
-    others = dict((host, counts['changed']) for host, counts in recap.items() if host in HOSTS and host != CANARY)
-    check(set(others.values()) <= {0}, 'hosts besides the canary report changes: %s' % others, output)
-    # The fault cleared: the alert resolves before the next step's gates ask.
-    until('GpuRowRemapFailure on %s resolved' % CANARY, lambda: not firing(CANARY), timeout=60)
-    print('lab_site: upgrade_fault: fault injected at "%s"' % injected[0])
-
-
-def step_rollback():
-    before = dict((host, driver_state(host)) for host in GPU_HOSTS)
-    behind = sorted(host for host in GPU_HOSTS if on_version(before[host], DRIVER_OLD))
-    watch = RunWatch()
-    # The canary's batch first, then the three hosts still behind in one batch: a rollout stopped by its gate resumes,
-    # and takes no longer than it must.
-    rc, output, recap, summary = site(dict(UPGRADE_ROLLOUT, nvidia_driver_version=DRIVER_OLD),
-                                      limit=UPGRADE_LIMIT, watch=watch)
-    check(rc == 0, 'the rollback failed', output)
-    for host in GPU_HOSTS:
-        check(line_of(summary, host).startswith(host + ': converged; audit passed'),
-              '%s did not converge with its audit passing after the rollback' % host, output)
-    check(sorted(watch.changed.get(INSTALL_TASK, [])) == behind and sorted(watch.changed.get(REBOOT_TASK, [])) == behind,
-          'the packages changed, and hosts rebooted, elsewhere than on the hosts still on %s (%s): %s' % (
-              DRIVER_NEW, behind, dict((task, watch.changed.get(task)) for task in (INSTALL_TASK, REBOOT_TASK))), output)
-    gates = gate_lines(output)
-    check(gated_batches(gates) and set(verdict for _hosts, verdict in gated_batches(gates)) == {'passed'},
-          'not every batch passed its health gate: %s' % gates, output)
-    for host in GPU_HOSTS:
-        after = driver_state(host)
-        check(not on_version(after, DRIVER_OLD), '%s after the rollback: %s' % (host, on_version(after, DRIVER_OLD)))
-        check(after['mig'] == before[host]['mig'] and after['units'] == before[host]['units'] and not after['drained'],
-              '%s did not come back as it was: MIG %s, units %s, drained %s (before: %s, %s)' % (
-                  host, after['mig'], after['units'], after['drained'], before[host]['mig'], before[host]['units']))
-    print('lab_site: rollback: %s back on %s' % (', '.join(behind), DRIVER_OLD))
+    # The operator commits the version the fleet now runs: the later steps' runs keep it.
+    with open(UPGRADED_VARS, 'w') as handle:
+        json.dump({'nvidia_driver_version': DRIVER_NEW}, handle)  # JSON is YAML
 
 
 DRIFT_HOST = 'hk2-h100-01'
@@ -1082,8 +1074,8 @@ def machine_busy():
     return float(sum(ticks) - ticks[3] - ticks[4]) / os.sysconf('SC_CLK_TCK')
 
 
-STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'report', 'upgrade', 'upgrade_fault',
-         'rollback', 'faults', 'drift']
+STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'report', 'upgrade_fault', 'upgrade',
+         'faults', 'drift']
 
 
 def main(argv):
