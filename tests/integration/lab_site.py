@@ -810,8 +810,8 @@ def step_upgrade_fault():
           % watch.changed.get(REBOOT_TASK), output)
     after = dict((host, driver_state(host)) for host in GPU_HOSTS)
     check(not on_version(after[CANARY], DRIVER_NEW) and after[CANARY]['boot'] != before[CANARY]['boot'],
-          'the canary %s was not upgraded and rebooted: %s' % (CANARY, on_version(after[CANARY], DRIVER_NEW)
-                                                              or 'the same boot id'))
+          'the canary %s was not upgraded and rebooted: %s'
+          % (CANARY, on_version(after[CANARY], DRIVER_NEW) or 'the same boot id'))
     for host in GPU_HOSTS:
         if host != CANARY:
             check(not on_version(after[host], DRIVER_OLD) and after[host]['boot'] == before[host]['boot'],
