@@ -155,6 +155,8 @@ def zz_lab_yml(repo_json, subnet):
         'hk_llm_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 64',
         'hk_imagegen_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 32',
         'hk_gateway_command: /usr/bin/python3 /usr/local/lib/gpufleet-lab/serve 16',
+        '# It starts in well under a second: a restarted one that is still up after 2 s stayed up (the example: 5 s).',
+        'gpu_services_restart_settle_sec: 2',
         '',
         '# Prometheus on the monitoring host scrapes and evaluates every 5 s, so that a test sees a target up or an',
         '# alert firing in seconds (30 s in the example fleet).',
