@@ -1,0 +1,147 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_device_env and the devices helper: a unit's devices named by slot give the same device map before and after the
+MIG instances are made again, and only the runtime files carry the UUIDs of the day; a map that cannot be resolved
+writes nothing."""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+
+import pytest
+
+import simctl
+from ansible_collections.gpufleet.core.plugins.module_utils import _helper_devices
+from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
+    DeviceMapError, check_map, device_map, device_name, runtime_files, runtime_text)
+from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_of
+from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
+from ansible_collections.gpufleet.core.plugins.modules import mig, topology_facts
+
+LAYOUTS = [{'gpus': [2], 'layout': ['3g.40gb', '3g.40gb']}, {'gpus': [3], 'layout': ['1g.10gb', '1g.10gb']}]
+
+
+def _roots(paths):
+    return {'sysfs_root': paths['sysfs_root'], 'procfs_root': paths['procfs_root']}
+
+
+def _topology(run_module, paths):
+    return Topology(run_module(topology_facts, _roots(paths))['ansible_facts']['gpufleet_topology'])
+
+
+def _units(topology):
+    """A native service on GPU 0, one on the second 3g.40gb of GPU 2, a container on both 1g.10gb of GPU 3."""
+    by_index = dict((gpu['index'], gpu) for gpu in topology.gpus)
+
+    def migs(index, profile):
+        return sorted((device['uuid'] for device in topology.devices.values()
+                       if device['mig'] and device['parent'] == by_index[index]['uuid']
+                       and device['profile'] == profile), key=lambda uuid: slot_of(topology, uuid).start)
+    return {'gpufleet-svc-whole.service': ([by_index[0]['uuid']], False),
+            'gpufleet-svc-llm.service': (migs(2, '3g.40gb')[1:], False),
+            'gpufleet-svc-imagegen.service': (migs(3, '1g.10gb'), True)}
+
+
+@pytest.mark.parametrize('behaviour', ['new', 'stable'])
+def test_a_remade_layout_gives_the_same_map_and_runtime_files_that_differ_only_in_the_uuids(run_module, sim_host,
+                                                                                             behaviour):
+    paths = sim_host('reference-a100')
+    simctl.mig_uuids(paths['state_file'], behaviour)
+    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
+    before = _topology(run_module, paths)
+    units = _units(before)
+    written = device_map(before, units)
+    files_before = runtime_files(before, written)
+    assert files_before['gpufleet-svc-llm.service'].splitlines()[1] == \
+        'CUDA_VISIBLE_DEVICES=%s' % units['gpufleet-svc-llm.service'][0][0]
+    assert 'CDI_DEVICES' not in files_before['gpufleet-svc-llm.service']
+
+    # A reboot clears the instances; the boot unit makes the same layout again.
+    simctl.reboot(paths['host_file'], paths['state_file'])
+    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
+    after = _topology(run_module, paths)
+    again = _units(after)
+    # The same placement written after the re-creation: the same map, byte for byte.
+    assert json.dumps(device_map(after, again), sort_keys=True) == json.dumps(written, sort_keys=True)
+    files_after = runtime_files(after, written)
+    old_uuids = [uuid for uuids, _container in units.values() for uuid in uuids]
+    new_uuids = [uuid for uuids, _container in again.values() for uuid in uuids]
+    expected = {}
+    for unit, text in files_before.items():
+        for old, new in zip(old_uuids, new_uuids):
+            text = text.replace(old, new)
+        expected[unit] = text
+    assert files_after == expected
+    if behaviour == 'new':
+        assert files_after != files_before
+        assert files_after['gpufleet-svc-imagegen.service'].splitlines()[2] == 'CDI_DEVICES=%s' % ' '.join(
+            '--device=nvidia.com/gpu=%s' % uuid for uuid in again['gpufleet-svc-imagegen.service'][0])
+    else:
+        assert files_after == files_before
+
+
+def test_the_helper_writes_every_file_or_none(run_module, sim_host, tmp_path, capsys):
+    paths = sim_host('reference-a100')
+    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
+    topology = _topology(run_module, paths)
+    files = HostFiles(paths['sysfs_root'], paths['procfs_root'])
+    map_path, runtime = tmp_path / 'devices.json', tmp_path / 'run'
+    map_path.write_text(json.dumps(device_map(topology, _units(topology))))
+    runtime.mkdir()
+    (runtime / 'gpufleet-svc-gone.service.env').write_text('CUDA_VISIBLE_DEVICES=GPU-x\n')
+    assert _helper_devices.main(['devices', str(map_path), str(runtime)], files=files) == 0
+    assert sorted(os.listdir(str(runtime))) == ['gpufleet-svc-imagegen.service.env', 'gpufleet-svc-llm.service.env',
+                                                'gpufleet-svc-whole.service.env']
+    assert (runtime / 'gpufleet-svc-llm.service.env').read_text() == \
+        runtime_files(topology, json.loads(map_path.read_text()))['gpufleet-svc-llm.service']
+    capsys.readouterr()
+
+    # After a reboot with GPU 2 made whole again: nothing is written and the reason names the slot's GPU.
+    kept = dict((name, (runtime / name).read_text()) for name in os.listdir(str(runtime)))
+    simctl.reboot(paths['host_file'], paths['state_file'])
+    run_module(mig, dict(_roots(paths), layouts=[{'gpus': [2], 'layout': ['7g.80gb']}, LAYOUTS[1]]))
+    assert _helper_devices.main(['devices', str(map_path), str(runtime)], files=files) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('gpufleet-devices: the live MIG layout differs from the declared one: ')
+    assert 'has no 3g.40gb at placement 4 (it has 7g.80gb@0)' in err
+    assert dict((name, (runtime / name).read_text()) for name in os.listdir(str(runtime))) == kept
+
+
+def test_the_helper_without_a_map_has_nothing_to_do(tmp_path, capsys):
+    assert _helper_devices.main(['devices', str(tmp_path / 'none.json'), str(tmp_path / 'run')]) == 0
+    assert 'no device map' in capsys.readouterr().out and not (tmp_path / 'run').exists()
+
+
+def test_a_missing_whole_gpu_is_named(run_module, sim_host):
+    topology = _topology(run_module, sim_host('reference-a100'))
+    document = {'version': 1, 'units': {'gpufleet-svc-a.service': {
+        'devices': ['GPU-00000000-0000-0000-0000-000000000000'], 'container': False}}}
+    with pytest.raises(DeviceMapError, match='no GPU GPU-00000000-0000-0000-0000-000000000000 on this host'):
+        runtime_files(topology, document)
+    with pytest.raises(DeviceMapError, match='no GPU or MIG device MIG-0000 on this host'):
+        device_name(topology, 'MIG-0000')
+
+
+@pytest.mark.parametrize('document, names', [
+    ([], ['is not a device map of version 1', 'the list []']),
+    ({'version': 2, 'units': {}}, ['is not a device map of version 1']),
+    ({'version': 1, 'units': {'llm': {'devices': [], 'container': False}}}, ['the string "llm" is not a service unit']),
+    ({'version': 1, 'units': {'a.service': {'devices': 'GPU-1'}}}, ['a.service: ', 'is not {"devices"']),
+    ({'version': 1, 'units': {'a.service': {'devices': ['MIG-1', 'GPU-1:3g.40gb:4', 'GPU-1\n'], 'container': True}}},
+     ['3 problem(s)', 'the string "MIG-1" is neither', 'the string "GPU-1:3g.40gb:4" is neither',
+      'the string "GPU-1\\n" is neither']),
+])
+def test_a_bad_map_is_refused_with_every_problem(document, names):
+    with pytest.raises(DeviceMapError) as refused:
+        check_map(document, source='/etc/gpufleet/devices.json')
+    message = str(refused.value)
+    assert message.startswith('/etc/gpufleet/devices.json ') and 'run the site playbook again' in message
+    for name in names:
+        assert name in message, message
+
+
+def test_a_unit_without_devices_still_gets_its_file():
+    assert runtime_text([], False) == ('# gpufleet.core: no device resolved from /etc/gpufleet/devices.json; written '
+                                       'at boot and by the site playbook, do not edit\nCUDA_VISIBLE_DEVICES=\n')
