@@ -45,8 +45,7 @@ def _units(topology):
 
 
 @pytest.mark.parametrize('behaviour', ['new', 'stable'])
-def test_a_remade_layout_gives_the_same_map_and_runtime_files_that_differ_only_in_the_uuids(run_module, sim_host,
-                                                                                             behaviour):
+def test_a_remade_layout_gives_the_same_map_and_runtime_files_differing_only_in_uuids(run_module, sim_host, behaviour):
     paths = sim_host('reference-a100')
     simctl.mig_uuids(paths['state_file'], behaviour)
     run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
