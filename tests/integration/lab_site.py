@@ -10,7 +10,8 @@ Steps, in order (each one starts from where the previous one left the lab; each 
   again        the whole fleet once more, the quarantined host fixed: it converges, every other host reports
                changed=0 (a second run changes nothing), every audit passes, and the summary ends with Prometheus's
                address and every target up
-  rolling      a MIG change on the A100 group, one host at a time: a probe sees both hosts' services never down at once
+  rolling      a MIG change on the A100 group, one host at a time: a probe sees both hosts' services never down at once;
+               the new layout then goes into the inventory (host_vars), so that later runs keep it
   lost         a host's container stops during the partition stage of a run of its data centre (its partition
                receipt removed, so that it goes through that stage): the run goes on within max_fail_percentage and
                names it; once it is back (its MIG instances gone), a run limited to it (no fact cache) finds the
