@@ -51,3 +51,18 @@ molecule_scenarios() {
   { printf '%s\n' "${ordered[@]}"
     printf '%s\n' "${found[@]}" | LC_ALL=C sort | grep -vxF -f <(printf '%s\n' "${ordered[@]}" ''); } | grep -v '^$'
 }
+
+# molecule_late REPO: the scenarios tests/run.sh's stage molecule-late runs (REPO/tests/testbed/molecule-late.txt), one
+# a line; stage molecule runs the others.
+molecule_late() {
+  local repo=$1 late=$1/tests/testbed/molecule-late.txt name
+  [ -f "$late" ] || return 0
+  while read -r name; do
+    case "$name" in ''|'#'*) continue ;; esac
+    if [ ! -f "$repo/extensions/molecule/$name/molecule.yml" ]; then
+      echo "molecule_late: $late names '$name', which has no extensions/molecule/$name/molecule.yml" >&2
+      return 1
+    fi
+    echo "$name"
+  done <"$late"
+}

@@ -7,16 +7,20 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-# One scenario at a time on this machine: scenarios of two checkouts (a CI clone and a work tree) share container
-# names, and two at once on two cores time out. This shell holds the lock until it exits; molecule and the
-# containers it starts do not inherit it (9>&- below), so a lingering process cannot keep it.
-exec 9>"${TMPDIR:-/tmp}/gpufleet-molecule.lock"
-flock -w 7200 9 || { echo "molecule.sh: another scenario held the lock for 2 hours" >&2; exit 1; }
+# One run of a scenario at a time on this machine: the same scenario of two checkouts (a CI clone and a work tree)
+# has the same container names. Two different scenarios may run at once (tests/run.sh's molecule-late lane). This
+# shell holds the lock until it exits; molecule and the containers it starts do not inherit it (9>&- below), so a
+# lingering process cannot keep it.
+exec 9>"${TMPDIR:-/tmp}/gpufleet-molecule-$1.lock"
+flock -w 7200 9 || { echo "molecule.sh: another run of scenario $1 held the lock for 2 hours" >&2; exit 1; }
 
-# All idempotent and near-instant once done.
-"$here/podman.sh"
-"$here/image.sh"
-"$here/venv.sh" main
+# All idempotent and near-instant once done; one scenario at a time does them (the first builds the image).
+(
+  flock -w 3600 8 || { echo "molecule.sh: the set-up lock was held for an hour" >&2; exit 1; }
+  "$here/podman.sh"
+  "$here/image.sh"
+  "$here/venv.sh" main
+) 8>"${TMPDIR:-/tmp}/gpufleet-molecule-setup.lock"
 
 # gpufleet.core must be resolvable by FQCN: expose the repo as ansible_collections/gpufleet/core.
 "$here/link-collection.sh"
