@@ -30,24 +30,31 @@ debian_mirror() {
   echo "${mirror:-http://deb.debian.org/debian}"
 }
 
+# scenario_list REPO FILE: the scenarios FILE names (one a line; blank lines and # comments skipped), each checked to
+# be a scenario of REPO/extensions/molecule.
+scenario_list() {
+  local repo=$1 list=$2 name
+  [ -f "$list" ] || return 0
+  while read -r name; do
+    case "$name" in ''|'#'*) continue ;; esac
+    if [ ! -f "$repo/extensions/molecule/$name/molecule.yml" ]; then
+      echo "scenario_list: $list names '$name', which has no extensions/molecule/$name/molecule.yml" >&2
+      return 1
+    fi
+    echo "$name"
+  done <"$list"
+}
+
 # molecule_scenarios REPO: every scenario of REPO/extensions/molecule (a directory with a molecule.yml), one a line:
 # first those named in tests/testbed/molecule-first.txt, in its order, then the rest sorted by name.
 molecule_scenarios() {
-  local repo=$1 first=$1/tests/testbed/molecule-first.txt name
+  local repo=$1 name listed
   local -a found=() ordered=()
   for name in "$repo"/extensions/molecule/*/molecule.yml; do
     [ -f "$name" ] && found+=("$(basename "$(dirname "$name")")")
   done
-  if [ -f "$first" ]; then
-    while read -r name; do
-      case "$name" in ''|'#'*) continue ;; esac
-      if [ ! -f "$repo/extensions/molecule/$name/molecule.yml" ]; then
-        echo "molecule_scenarios: $first names '$name', which has no extensions/molecule/$name/molecule.yml" >&2
-        return 1
-      fi
-      ordered+=("$name")
-    done <"$first"
-  fi
+  listed=$(scenario_list "$repo" "$repo/tests/testbed/molecule-first.txt") || return 1
+  [ -n "$listed" ] && mapfile -t ordered <<<"$listed"
   { printf '%s\n' "${ordered[@]}"
     printf '%s\n' "${found[@]}" | LC_ALL=C sort | grep -vxF -f <(printf '%s\n' "${ordered[@]}" ''); } | grep -v '^$'
 }
@@ -55,14 +62,5 @@ molecule_scenarios() {
 # molecule_late REPO: the scenarios tests/run.sh's stage molecule-late runs (REPO/tests/testbed/molecule-late.txt), one
 # a line; stage molecule runs the others.
 molecule_late() {
-  local repo=$1 late=$1/tests/testbed/molecule-late.txt name
-  [ -f "$late" ] || return 0
-  while read -r name; do
-    case "$name" in ''|'#'*) continue ;; esac
-    if [ ! -f "$repo/extensions/molecule/$name/molecule.yml" ]; then
-      echo "molecule_late: $late names '$name', which has no extensions/molecule/$name/molecule.yml" >&2
-      return 1
-    fi
-    echo "$name"
-  done <"$late"
+  scenario_list "$1" "$1/tests/testbed/molecule-late.txt"
 }

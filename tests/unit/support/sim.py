@@ -113,3 +113,16 @@ def mps_control_daemon(directory):
         yield {'pipe': env['CUDA_MPS_PIPE_DIRECTORY'], 'log': env['CUDA_MPS_LOG_DIRECTORY'], 'send': send}
     finally:
         send('quit')
+
+
+def host_roots(paths):
+    """The sysfs and procfs roots of a rendered host (SimHosts), as the modules' arguments."""
+    return {'sysfs_root': paths['sysfs_root'], 'procfs_root': paths['procfs_root']}
+
+
+def gathered_topology(run_module, paths):
+    """The Topology that topology_facts gathers on a rendered host (SimHosts) now."""
+    # Imported here: the collection's modules are importable only once the test session has set up its paths.
+    from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
+    from ansible_collections.gpufleet.core.plugins.modules import topology_facts
+    return Topology(run_module(topology_facts, host_roots(paths))['ansible_facts']['gpufleet_topology'])

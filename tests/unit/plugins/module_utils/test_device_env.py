@@ -17,18 +17,11 @@ from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
     DeviceMapError, check_map, device_map, device_name, runtime_files, runtime_text)
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_of
-from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
-from ansible_collections.gpufleet.core.plugins.modules import mig, topology_facts
+from ansible_collections.gpufleet.core.plugins.modules import mig
+
+from ...support.sim import gathered_topology, host_roots
 
 LAYOUTS = [{'gpus': [2], 'layout': ['3g.40gb', '3g.40gb']}, {'gpus': [3], 'layout': ['1g.10gb', '1g.10gb']}]
-
-
-def _roots(paths):
-    return {'sysfs_root': paths['sysfs_root'], 'procfs_root': paths['procfs_root']}
-
-
-def _topology(run_module, paths):
-    return Topology(run_module(topology_facts, _roots(paths))['ansible_facts']['gpufleet_topology'])
 
 
 def _units(topology):
@@ -48,8 +41,8 @@ def _units(topology):
 def test_a_remade_layout_gives_the_same_map_and_runtime_files_differing_only_in_uuids(run_module, sim_host, behaviour):
     paths = sim_host('reference-a100')
     simctl.mig_uuids(paths['state_file'], behaviour)
-    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
-    before = _topology(run_module, paths)
+    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
+    before = gathered_topology(run_module, paths)
     units = _units(before)
     written = device_map(before, units)
     files_before = runtime_files(before, written)
@@ -59,8 +52,8 @@ def test_a_remade_layout_gives_the_same_map_and_runtime_files_differing_only_in_
 
     # A reboot clears the instances; the boot unit makes the same layout again.
     simctl.reboot(paths['host_file'], paths['state_file'])
-    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
-    after = _topology(run_module, paths)
+    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
+    after = gathered_topology(run_module, paths)
     again = _units(after)
     # The same placement written after the re-creation: the same map, byte for byte.
     assert json.dumps(device_map(after, again), sort_keys=True) == json.dumps(written, sort_keys=True)
@@ -83,8 +76,8 @@ def test_a_remade_layout_gives_the_same_map_and_runtime_files_differing_only_in_
 
 def test_the_helper_writes_every_file_or_none(run_module, sim_host, tmp_path, capsys):
     paths = sim_host('reference-a100')
-    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
-    topology = _topology(run_module, paths)
+    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
+    topology = gathered_topology(run_module, paths)
     files = HostFiles(paths['sysfs_root'], paths['procfs_root'])
     map_path, runtime = tmp_path / 'devices.json', tmp_path / 'run'
     map_path.write_text(json.dumps(device_map(topology, _units(topology))))
@@ -100,7 +93,7 @@ def test_the_helper_writes_every_file_or_none(run_module, sim_host, tmp_path, ca
     # After a reboot with GPU 2 made whole again: nothing is written and the reason names the slot's GPU.
     kept = dict((name, (runtime / name).read_text()) for name in os.listdir(str(runtime)))
     simctl.reboot(paths['host_file'], paths['state_file'])
-    run_module(mig, dict(_roots(paths), layouts=[{'gpus': [2], 'layout': ['7g.80gb']}, LAYOUTS[1]]))
+    run_module(mig, dict(host_roots(paths), layouts=[{'gpus': [2], 'layout': ['7g.80gb']}, LAYOUTS[1]]))
     assert _helper_devices.main(['devices', str(map_path), str(runtime)], files=files) == 1
     err = capsys.readouterr().err
     assert err.startswith('gpufleet-devices: the live MIG layout differs from the declared one: ')
@@ -114,7 +107,7 @@ def test_the_helper_without_a_map_has_nothing_to_do(tmp_path, capsys):
 
 
 def test_a_missing_whole_gpu_is_named(run_module, sim_host):
-    topology = _topology(run_module, sim_host('reference-a100'))
+    topology = gathered_topology(run_module, sim_host('reference-a100'))
     document = {'version': 1, 'units': {'gpufleet-svc-a.service': {
         'devices': ['GPU-00000000-0000-0000-0000-000000000000'], 'container': False}}}
     with pytest.raises(DeviceMapError, match='no GPU GPU-00000000-0000-0000-0000-000000000000 on this host'):

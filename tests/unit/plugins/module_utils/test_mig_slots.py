@@ -11,28 +11,21 @@ import simctl
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import (
     MigSlotError, Slot, parse_slot, resolve, slot_form, slot_of, slots_of)
-from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
-from ansible_collections.gpufleet.core.plugins.modules import mig, topology_facts
+from ansible_collections.gpufleet.core.plugins.modules import mig
+
+from ...support.sim import gathered_topology, host_roots
 
 LAYOUTS = [{'gpus': [2], 'layout': ['3g.40gb', '3g.40gb']},
            {'gpus': [3], 'layout': [{'profile': '3g.40gb', 'compute_instances': ['1c', '2c']}, '1g.10gb']}]
 GPU = 'GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a62'
 
 
-def _roots(paths):
-    return {'sysfs_root': paths['sysfs_root'], 'procfs_root': paths['procfs_root']}
-
-
-def _topology(run_module, paths):
-    return Topology(run_module(topology_facts, _roots(paths))['ansible_facts']['gpufleet_topology'])
-
-
 @pytest.mark.parametrize('behaviour', ['new', 'stable'])
 def test_a_remade_layout_fills_the_same_slots_whether_the_driver_keeps_uuids_or_not(run_module, sim_host, behaviour):
     paths = sim_host('reference-a100')
     simctl.mig_uuids(paths['state_file'], behaviour)
-    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
-    before = _topology(run_module, paths)
+    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
+    before = gathered_topology(run_module, paths)
     slots = slots_of(before)
     # Two 3g.40gb on GPU 2, at placements 0 and 4; on GPU 3 one 3g.40gb split in two compute instances, and a 1g.10gb
     # (where the mig module put them).
@@ -47,8 +40,8 @@ def test_a_remade_layout_fills_the_same_slots_whether_the_driver_keeps_uuids_or_
 
     # A reboot clears every instance; the boot unit's apply makes the same layout again, on new UUIDs or the same.
     simctl.reboot(paths['host_file'], paths['state_file'])
-    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
-    after = _topology(run_module, paths)
+    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
+    after = gathered_topology(run_module, paths)
     resolved = resolve(after, [str(slot) for slot in slots])
     assert sorted(resolved) == sorted(str(slot) for slot in slots)
     assert set(resolved.values()) == set(slots_of(after).values())
@@ -67,12 +60,12 @@ def test_the_simulator_takes_only_the_two_behaviours(sim_host):
 
 def test_a_layout_that_does_not_fill_the_slots_is_refused_with_what_each_gpu_holds(run_module, sim_host):
     paths = sim_host('reference-a100')
-    run_module(mig, dict(_roots(paths), layouts=LAYOUTS))
-    slots = [str(slot) for slot in slots_of(_topology(run_module, paths))]
+    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
+    slots = [str(slot) for slot in slots_of(gathered_topology(run_module, paths))]
     simctl.reboot(paths['host_file'], paths['state_file'])
-    run_module(mig, dict(_roots(paths), layouts=[{'gpus': [2], 'layout': ['7g.80gb']}, LAYOUTS[1]]))
+    run_module(mig, dict(host_roots(paths), layouts=[{'gpus': [2], 'layout': ['7g.80gb']}, LAYOUTS[1]]))
     with pytest.raises(MigSlotError) as refused:
-        resolve(_topology(run_module, paths), slots + ['GPU-00000000-0000-0000-0000-000000000000:1g.10gb:6:0'])
+        resolve(gathered_topology(run_module, paths), slots + ['GPU-00000000-0000-0000-0000-000000000000:1g.10gb:6:0'])
     message = str(refused.value)
     assert 'has no 3g.40gb at placement 0 (it has 7g.80gb@0)' in message
     assert 'has no 3g.40gb at placement 4 (it has 7g.80gb@0)' in message
@@ -83,11 +76,11 @@ def test_a_layout_that_does_not_fill_the_slots_is_refused_with_what_each_gpu_hol
 def test_a_gpu_without_mig_devices_is_named_so(run_module, sim_host):
     paths = sim_host('reference-a100')
     with pytest.raises(MigSlotError, match='has no 3g.40gb at placement 4, compute instance 1 .it has no MIG device.'):
-        resolve(_topology(run_module, paths), [Slot(GPU, '3g.40gb', 4, 1)])
+        resolve(gathered_topology(run_module, paths), [Slot(GPU, '3g.40gb', 4, 1)])
 
 
 def test_nothing_to_resolve_is_nothing(run_module, sim_host):
-    assert resolve(_topology(run_module, sim_host('reference-a100')), []) == {}
+    assert resolve(gathered_topology(run_module, sim_host('reference-a100')), []) == {}
 
 
 @pytest.mark.parametrize('text, slot', [
