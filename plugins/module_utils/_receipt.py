@@ -109,10 +109,10 @@ def owns_problems(stage, owns):
 
 def mig_text(gpu_instances):
     """A GPU's MIG layout as fingerprint text: each GPU instance's profile, placement and compute instance sizes,
-    with the MIG device UUIDs (a destroyed and re-created instance has a new UUID, and the services name the old)."""
-    return ' '.join('%s@%d[%s]%s' % (gi['profile'], gi['placement']['start'],
-                                     '+'.join('%dc' % ci['slice_count'] for ci in gi['compute_instances']),
-                                     ''.join(':%s' % uuid for uuid in gi.get('uuids', ())))
+    which are its devices' slots (_mig_slots). Not their UUIDs: the boot unit makes the instances again after a
+    reboot, maybe with new UUIDs, and the services find theirs by slot (_device_env), so that is not drift."""
+    return ' '.join('%s@%d[%s]' % (gi['profile'], gi['placement']['start'],
+                                   '+'.join('%dc' % ci['slice_count'] for ci in gi['compute_instances']))
                     for gi in sorted(gpu_instances, key=lambda gi: gi['placement']['start'])) or 'no instances'
 
 

@@ -92,12 +92,7 @@ class ReceiptHost:
                 if not nvml.mig_enabled(handle):
                     layouts[uuid] = 'MIG off'
                     continue
-                devices = nvml.mig_devices(handle)
-                instances = nvml.gpu_instances(handle, nvml.mig_profiles(handle))
-                for gi in instances:
-                    gi['uuids'] = [devices.get((gi['id'], ci['id']), {}).get('uuid', '?')
-                                   for ci in gi['compute_instances']]
-                layouts[uuid] = 'MIG on: ' + mig_text(instances)
+                layouts[uuid] = 'MIG on: ' + mig_text(nvml.gpu_instances(handle, nvml.mig_profiles(handle)))
         return layouts
 
     def mps_settings(self, pipe_directory, devices):

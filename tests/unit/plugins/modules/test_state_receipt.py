@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.core.plugins.modules import state_receipt
 
 from ...conftest import ModuleFail
 from ...support.sim import BARE_HOST, MPS_CONTROL, gpu_uuid, mps_control_daemon
-from ..module_utils.test_nvml import mig_gpus
+from ..module_utils.test_nvml import MIG_A, MIG_B, mig_gpus
 
 DRIVER = 'nvidia-driver-550-server'
 
@@ -123,14 +123,50 @@ def test_recorded_stages_are_current_and_recording_again_changes_nothing(run_mod
     assert sorted(os.listdir(host['receipts'])) == ['drivers.json', 'partition.json', 'services.json']
     partition = json.loads(open(os.path.join(host['receipts'], 'partition.json')).read())
     mig = [value for item, value in partition['fingerprint'].items() if item.startswith('mig ')]
-    assert mig == ['MIG on: 3g.40gb@0[3c]:MIG-00000000-0000-5000-8000-00000000000b '
-                   '3g.40gb@4[3c]:MIG-00000000-0000-5000-8000-00000000000a']
+    # By slot (profile, placement, compute instances), not by UUID: a layout made again at boot is the same layout.
+    assert mig == ['MIG on: 3g.40gb@0[3c] 3g.40gb@4[3c]']
     assert partition['inputs'] == inputs_digest({'mig_layouts': {'all': ['3g.40gb', '3g.40gb']}})
     assert receipt(run_module, host, 'record')['changed'] is False
     checked = receipt(run_module, host)
     assert checked['changed'] is False
     assert checked['current'] == ['drivers', 'partition', 'services']
     assert all(result['drift'] == [] for result in checked['stages'].values())
+    assert drift_command(host) == (0, {'drivers': 0, 'partition': 0, 'services': 0})
+
+
+def remake_mig_instances():
+    """What the boot unit does after a reboot: the same two 3g.40gb made again, in the other order, with new UUIDs."""
+    pynvml.nvmlInit()
+    try:
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+        uuids = []
+        for gpu_instance_id in (1, 2):
+            gi = pynvml.nvmlDeviceGetGpuInstanceById(gpu, gpu_instance_id)
+            ci = pynvml.nvmlGpuInstanceGetComputeInstanceById(gi, 0)
+            pynvml.nvmlComputeInstanceDestroy(ci)
+            pynvml.nvmlGpuInstanceDestroy(gi)
+        profile = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE)
+        for start in (0, 4):
+            placement = pynvml.c_nvmlGpuInstancePlacement_t()
+            placement.start, placement.size = start, 4
+            gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(gpu, profile.id, placement)
+            pynvml.nvmlGpuInstanceCreateComputeInstance(gi, pynvml.NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE)
+        for index in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu)):
+            try:
+                uuids.append(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, index)))
+            except pynvml.NVMLError_NotFound:
+                pass
+        return uuids
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def test_mig_instances_made_again_in_their_slots_are_not_drift(run_module, host):
+    receipt(run_module, host, 'record')
+    uuids = remake_mig_instances()
+    assert len(uuids) == 2 and not set(uuids) & {MIG_A, MIG_B}  # new devices, new UUIDs
+    checked = receipt(run_module, host)
+    assert checked['current'] == ['drivers', 'partition', 'services'], checked['stages']['partition']
     assert drift_command(host) == (0, {'drivers': 0, 'partition': 0, 'services': 0})
 
 
@@ -163,7 +199,7 @@ def stop_service(host):
     (edit_unit_file, 'services', 'file %(etc)s/gpufleet-svc-llm.service', 'sha256:', 'sha256:'),
     (remove_hold, 'drivers', 'hold ' + DRIVER, 'held', 'not held'),
     (change_daemon_json, 'drivers', 'file %(etc)s/daemon.json', 'sha256:', 'sha256:'),
-    (destroy_mig, 'partition', 'mig ' + gpu_uuid(0), 'MIG on: 3g.40gb@0[3c]', 'MIG on: 3g.40gb@0[3c]:MIG-'),
+    (destroy_mig, 'partition', 'mig ' + gpu_uuid(0), 'MIG on: 3g.40gb@0[3c] 3g.40gb@4', 'MIG on: 3g.40gb@0[3c]'),
     (change_mps_limit, 'partition', 'mps %(pipe)s', 'active threads 40%', 'active threads 100%'),
     (stop_service, 'services', 'unit gpufleet-svc-llm.service', 'enabled, active', 'enabled, inactive'),
 ], ids=['unit-file-edited', 'hold-removed', 'daemon-json-changed', 'mig-instance-destroyed', 'mps-limit-changed',
