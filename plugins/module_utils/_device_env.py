@@ -98,9 +98,9 @@ def runtime_files(topology, document):
     """{unit: its runtime file's text} for every unit of a checked device map, on a Topology gathered now.
 
     Every device must be present: DeviceMapError (a MigSlotError for MIG slots) names each one that is not, so that no
-    unit starts on a wrong device."""
+    unit starts on a wrong device. A map whose units have no device (a host without GPUs) needs no topology: None."""
     check_map(document)
-    gpus = set(gpu['uuid'] for gpu in topology.gpus)
+    gpus = set(gpu['uuid'] for gpu in topology.gpus) if topology is not None else set()
     slots, missing = [], []
     for entry in document['units'].values():
         for name in entry['devices']:
@@ -110,7 +110,7 @@ def runtime_files(topology, document):
             elif name not in slots:
                 slots.append(name)
     try:
-        resolved = resolve(topology, slots)
+        resolved = resolve(topology, slots) if slots else {}
     except MigSlotError as exc:
         if not missing:
             raise
@@ -124,6 +124,11 @@ def runtime_files(topology, document):
     return files
 
 
+def names_devices(document):
+    """Whether any unit of a checked device map runs on a device: only then must the host's GPUs be read."""
+    return any(entry['devices'] for entry in document['units'].values())
+
+
 def runtime_text(uuids, container):
     """A unit's runtime file: the variables its unit reads, one a line (systemd's EnvironmentFile= syntax)."""
     lines = ['# gpufleet.core: %s resolved from %s; written at boot and by the site playbook, do not edit'
@@ -132,3 +137,45 @@ def runtime_text(uuids, container):
     if container:
         lines.append('CDI_DEVICES=%s' % ' '.join('--device=%s=%s' % (CDI_KIND, uuid) for uuid in uuids))
     return '\n'.join(lines) + '\n'
+
+
+def runtime_path(unit, directory=RUNTIME_DIR):
+    """Where unit UNIT reads its runtime file (its unit file says EnvironmentFile=RUNTIME_DIR/%n.env)."""
+    return '%s/%s.env' % (directory.rstrip('/'), unit)
+
+
+def runtime_devices(text):
+    """The device UUIDs a runtime file's CUDA_VISIBLE_DEVICES names, in order; None when it names none."""
+    for line in (text or '').splitlines():
+        if line.startswith('CUDA_VISIBLE_DEVICES='):
+            value = line[len('CUDA_VISIBLE_DEVICES='):].strip()
+            return [uuid for uuid in value.split(',') if uuid] if value else []
+    return None
+
+
+def read_runtime_devices(unit, directory=RUNTIME_DIR):
+    """The devices unit UNIT runs on now, from its runtime file; None when it has none (not written by this
+    collection's boot unit or site run, or not yet)."""
+    try:
+        with open(runtime_path(unit, directory)) as handle:
+            return runtime_devices(handle.read())
+    except (IOError, OSError):
+        return None
+
+
+def unit_devices(topology, units):
+    """The device map of joined service units (``_plan.service_units``' units: unit, mode, plan) on a Topology, and
+    each unit's runtime file: (map, {unit: runtime file text}). The run writes both; the boot unit resolves the map
+    again with ``runtime_files``, which gives the same files while the layout is the same."""
+    document = device_map(topology, dict((unit['unit'], (unit['plan']['gpus'], unit['mode'] == 'container'))
+                                         for unit in units))
+    return document, runtime_files(topology, document)
+
+
+def slot_named(text, uuids, names):
+    """TEXT with each MIG device UUID of UUIDS replaced by its name in the map (NAMES, in the same order): a unit
+    file that says which devices it runs on stays the same when a MIG device is made again with a new UUID."""
+    for uuid, name in zip(uuids, names):
+        if uuid != name:
+            text = text.replace(uuid, 'MIG slot ' + name)
+    return text

@@ -23,7 +23,7 @@ import os
 import sys
 
 from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
-    DEVICE_MAP, RUNTIME_DIR, runtime_files)
+    DEVICE_MAP, RUNTIME_DIR, check_map, names_devices, runtime_files)
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
@@ -53,11 +53,14 @@ def main(argv, files=None):
     except ValueError as exc:
         sys.stderr.write('%s: %s is not JSON: %s; run the site playbook again to write it\n' % (PROGRAM, map_path, exc))
         return 1
-    if pynvml is None:
-        sys.stderr.write('%s: nvidia-ml-py (pynvml) is not installed\n' % PROGRAM)
-        return 1
     try:
-        topology = Topology(gather(files or HostFiles('/sys', '/proc'), pynvml, require_gpus=True))
+        topology = None
+        # A host whose services run on no GPU (a CPU-only host) has nothing to resolve and may have no NVML.
+        if names_devices(check_map(document, map_path)):
+            if pynvml is None:
+                sys.stderr.write('%s: nvidia-ml-py (pynvml) is not installed\n' % PROGRAM)
+                return 1
+            topology = Topology(gather(files or HostFiles('/sys', '/proc'), pynvml, require_gpus=True))
         written = runtime_files(topology, document)
     except GpufleetError as exc:
         sys.stderr.write('%s: %s\n' % (PROGRAM, exc))

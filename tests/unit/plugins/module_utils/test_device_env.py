@@ -14,7 +14,8 @@ import pytest
 import simctl
 from ansible_collections.gpufleet.core.plugins.module_utils import _helper_devices
 from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
-    DeviceMapError, check_map, device_map, device_name, runtime_files, runtime_text)
+    DeviceMapError, check_map, device_map, device_name, read_runtime_devices, runtime_devices, runtime_files,
+    runtime_text, slot_named, unit_devices)
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_of
 from ansible_collections.gpufleet.core.plugins.modules import mig
@@ -137,3 +138,49 @@ def test_a_bad_map_is_refused_with_every_problem(document, names):
 def test_a_unit_without_devices_still_gets_its_file():
     assert runtime_text([], False) == ('# gpufleet.core: no device resolved from /etc/gpufleet/devices.json; written '
                                        'at boot and by the site playbook, do not edit\nCUDA_VISIBLE_DEVICES=\n')
+
+
+def test_joined_units_are_named_for_a_reboot_and_their_sentences_lose_the_mig_uuids(run_module, sim_host):
+    paths = sim_host('reference-a100')
+    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
+    topology = gathered_topology(run_module, paths)
+    units = _units(topology)
+    joined = [{'unit': unit, 'mode': 'container' if container else 'native', 'plan': {'gpus': uuids}}
+              for unit, (uuids, container) in units.items()]
+    document, files = unit_devices(topology, joined)
+    assert document == device_map(topology, units) and files == runtime_files(topology, document)
+    whole, = document['units']['gpufleet-svc-whole.service']['devices']
+    assert whole == units['gpufleet-svc-whole.service'][0][0]  # a whole GPU keeps its UUID
+    llm_uuid, = units['gpufleet-svc-llm.service'][0]
+    llm_slot, = document['units']['gpufleet-svc-llm.service']['devices']
+    assert llm_slot == str(slot_of(topology, llm_uuid)) and llm_slot.endswith(':3g.40gb:4:0')
+    sentence = '%s (3g.40gb on %s), exclusive; %s (bus 0000:01:00.0)' % (llm_uuid, llm_slot.split(':')[0], whole)
+    named = slot_named(sentence, [llm_uuid, whole], [llm_slot, whole])
+    assert named == 'MIG slot %s (3g.40gb on %s), exclusive; %s (bus 0000:01:00.0)' % (
+        llm_slot, llm_slot.split(':')[0], whole)
+    assert runtime_devices(files['gpufleet-svc-llm.service']) == [llm_uuid]
+
+
+def test_a_runtime_file_is_read_back_as_its_devices(tmp_path):
+    (tmp_path / 'gpufleet-svc-a.service.env').write_text(runtime_text(['MIG-1', 'GPU-2'], True))
+    (tmp_path / 'gpufleet-svc-b.service.env').write_text(runtime_text([], False))
+    (tmp_path / 'gpufleet-svc-c.service.env').write_text('# not ours\n')
+    assert read_runtime_devices('gpufleet-svc-a.service', str(tmp_path)) == ['MIG-1', 'GPU-2']
+    assert read_runtime_devices('gpufleet-svc-b.service', str(tmp_path)) == []
+    assert read_runtime_devices('gpufleet-svc-c.service', str(tmp_path)) is None
+    assert read_runtime_devices('gpufleet-svc-d.service', str(tmp_path)) is None
+
+
+def test_a_host_whose_services_run_on_no_gpu_needs_no_nvml(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(_helper_devices, 'pynvml', None)
+    map_path, runtime = tmp_path / 'devices.json', tmp_path / 'run'
+    map_path.write_text(json.dumps({'version': 1, 'units': {
+        'gpufleet-svc-gateway.service': {'devices': [], 'container': False}}}))
+    assert _helper_devices.main(['devices', str(map_path), str(runtime)]) == 0, capsys.readouterr().err
+    assert (runtime / 'gpufleet-svc-gateway.service.env').read_text() == runtime_text([], False)
+    # A device to resolve, and no NVML: refused, nothing written.
+    map_path.write_text(json.dumps({'version': 1, 'units': {
+        'gpufleet-svc-llm.service': {'devices': ['GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60'], 'container': False}}}))
+    assert _helper_devices.main(['devices', str(map_path), str(runtime)]) == 1
+    assert 'pynvml' in capsys.readouterr().err
+    assert os.listdir(str(runtime)) == ['gpufleet-svc-gateway.service.env']

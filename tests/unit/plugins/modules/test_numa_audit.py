@@ -548,3 +548,20 @@ def test_memory_policies_are_the_plan_contracts():
     assert tuple(documented['suboptions']['memory_policy']['choices']) == MEMORY_POLICIES
     assert tuple(numa_audit.SERVICE_SPEC['expect']['options']['memory_policy']['choices']) == MEMORY_POLICIES
     assert tuple(numa_audit.SERVICE_SPEC['container_runtime']['choices']) == CONTAINER_RUNTIMES
+
+
+def test_a_service_is_held_to_the_devices_its_runtime_file_names_now(tmp_path):
+    """After a reboot a MIG device may be back in its slot with a new UUID: the runtime file says which (_device_env),
+    and the audit holds the service to it, not to the UUID the plan's run saw. Without a runtime file, the plan."""
+    old, new = 'MIG-11111111-1111-1111-1111-111111111111', 'MIG-22222222-2222-2222-2222-222222222222'
+    entry = {'name': 'imagegen', 'gpus': [old], 'gpu_uuids': ['GPU-33333333-3333-3333-3333-333333333333'],
+             'cpulist': '8-9', 'memlist': '1', 'memory_policy': 'bind', 'unit': 'gpufleet-svc-imagegen.service'}
+    path = tmp_path / 'placement.json'
+    llm = dict(entry, name='llm', unit='gpufleet-svc-llm.service')
+    path.write_text(json.dumps({'version': 1, 'services': [entry, llm]}))
+    runtime = tmp_path / 'devices'
+    runtime.mkdir()
+    (runtime / 'gpufleet-svc-imagegen.service.env').write_text('# resolved at boot\nCUDA_VISIBLE_DEVICES=%s\n' % new)
+    imagegen, llm = _numa_audit.load_plan(str(path), str(runtime))
+    assert imagegen['expect']['gpus'] == [new] and llm['expect']['gpus'] == [old]
+    assert [service['expect']['gpus'] for service in _numa_audit.normalise_services([imagegen, llm])] == [[new], [old]]
