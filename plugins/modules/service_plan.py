@@ -110,7 +110,8 @@ EXAMPLES = r'''
 RETURN = r'''
 units:
   description:
-    - One per service, in input order, as P(gpufleet.core.service_units#filter) returns them.
+    - One per service, in input order, as P(gpufleet.core.service_units#filter) returns them, with RV(units[].devices)
+      and RV(units[].placement).
   returned: success
   type: list
   elements: dict
@@ -146,6 +147,16 @@ units:
     spec:
       description: The service as given.
       type: dict
+    devices:
+      description: Its devices as the device map names them (a whole GPU by UUID, a MIG device by its slot); not
+        returned by P(gpufleet.core.service_units#filter).
+      type: list
+      elements: str
+    placement:
+      description: Its placement's explanation with each MIG device named by its slot, for its unit file, which so
+        stays the same when a reboot gives the device a new UUID; not returned by
+        P(gpufleet.core.service_units#filter).
+      type: str
     plan:
       description: Its placement, as P(gpufleet.core.place_services#filter) returns it.
       type: dict
@@ -210,4 +221,20 @@ gpu_device_nodes:
   type: list
   elements: str
   sample: [/dev/nvidia0, /dev/nvidia1]
+device_map_json:
+  description:
+    - The device map the role writes to C(/etc/gpufleet/devices.json), as JSON text; each unit's devices by names
+      that survive a reboot, a whole GPU by its UUID and a MIG device by its slot (C(GPU-UUID:PROFILE:START:ORDINAL)).
+    - At boot C(gpufleet-devices.service) resolves it to the devices present and writes the runtime files.
+  returned: success
+  type: str
+  sample: "{\n  \"units\": {\"gpufleet-svc-llm.service\": {\"container\": false, \"devices\": [\"GPU-5c6f7a2e-...\"]}},\n  \"version\": 1\n}"
+runtime_files:
+  description:
+    - Each unit's runtime file, C(/run/gpufleet/devices/<unit>.env), which its unit reads with C(EnvironmentFile=)
+      (C(CUDA_VISIBLE_DEVICES), and C(CDI_DEVICES) for a container), resolved on the host's topology now.
+    - The same text as the boot unit writes for the same layout.
+  returned: success
+  type: dict
+  sample: {gpufleet-svc-llm.service: "# gpufleet.core: ...\nCUDA_VISIBLE_DEVICES=GPU-5c6f7a2e-1b3d-4e8f-9a0b-1c2d3e4f5a60\n"}
 '''

@@ -18,6 +18,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.core.plugins.module_utils._device_env import slot_named, unit_devices
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._placement import PlacementError, place
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
@@ -76,7 +77,9 @@ def previous_plan(text, where):
 
 def plan_services(topology, services, reserved_cpus=None, previous=None, mps_daemons=None,
                   unit_prefix=UNIT_PREFIX, user_prefix=DEFAULT_USER_PREFIX, container_runtime=CONTAINER_RUNTIMES[0]):
-    """place_services and service_units in one step: {'units', 'plan_json', 'gpu_device_nodes'}, or ServicePlanError.
+    """place_services and service_units in one step, or ServicePlanError: {'units', 'plan_json', 'gpu_device_nodes',
+    'device_map_json' (the device map's text), 'runtime_files' ({unit: its runtime file's text})}; each unit also has
+    'devices' (its devices as the map names them) and 'placement' (its explanation, MIG devices named by slot).
 
     Each unit holds its placement. The plan document comes as the plan file's text, one string: ansible-core 2.19 and
     later convert every value of a task's result on its way from the worker to the main process, and the document
@@ -90,6 +93,17 @@ def plan_services(topology, services, reserved_cpus=None, previous=None, mps_dae
         joined = join_units(placements, services, unit_prefix, user_prefix, container_runtime)
     except (PlacementError, PlanError) as exc:
         raise ServicePlanError(str(exc))
+    model = Topology(topology)
+    # The units name their devices by what survives a reboot (a MIG device by its slot); the runtime files say which
+    # UUIDs those are now, as the boot unit's resolution of the same map does (_device_env).
+    try:
+        devices, runtime = unit_devices(model, joined['units'])
+    except GpufleetError as exc:
+        raise ServicePlanError('the services\' devices cannot be named for a reboot: %s' % exc)
+    for unit in joined['units']:
+        unit['devices'] = devices['units'][unit['unit']]['devices']
+        unit['placement'] = slot_named(unit['plan'].get('explanation', ''), unit['plan']['gpus'], unit['devices'])
     # The units' DeviceAllow= lines: the host's GPU device nodes, read through the model (Topology caches the index).
     return {'units': joined['units'], 'plan_json': plan_json(joined['plan']),
-            'gpu_device_nodes': Topology(topology).gpu_device_nodes()}
+            'gpu_device_nodes': model.gpu_device_nodes(),
+            'device_map_json': json.dumps(devices, indent=2, sort_keys=True), 'runtime_files': runtime}

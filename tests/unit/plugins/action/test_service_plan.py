@@ -120,7 +120,19 @@ def test_the_action_plans_as_the_filters_do(sim_host, tmp_path):
     assert planned['changed'] is False and not planned.get('failed')
     assert 'placements' not in planned  # each unit holds its own; the plan document holds them all
     assert [unit['plan'] for unit in planned['units']] == got['by_filters_placements']
+    # Beyond the filters' units: each unit's devices as the device map names them (whole GPUs by UUID here) and its
+    # placement sentence for the unit file; the map and the runtime files the role writes.
+    added = [dict((key, unit.pop(key)) for key in ('devices', 'placement')) for unit in planned['units']]
     assert planned['units'] == got['by_filters']['units']
+    assert [entry['devices'] for entry in added] == [unit['plan']['gpus'] for unit in planned['units']]
+    assert [entry['placement'] for entry in added] == [unit['plan']['explanation'] for unit in planned['units']]
+    device_map = json.loads(planned['device_map_json'])
+    assert device_map == {'version': 1, 'units': dict(
+        (unit['unit'], {'devices': unit['plan']['gpus'], 'container': unit['mode'] == 'container'})
+        for unit in planned['units'])}
+    for unit in planned['units']:
+        assert 'CUDA_VISIBLE_DEVICES=%s\n' % ','.join(unit['plan']['gpus']) in planned['runtime_files'][unit['unit']]
+        assert ('CDI_DEVICES=' in planned['runtime_files'][unit['unit']]) == (unit['mode'] == 'container')
     assert json.loads(planned['plan_json']) == got['by_filters']['plan']
     # The plan file is byte for byte what the role wrote before it planned with this action: no change on upgrade.
     written = (tmp_path / 'out.json.action').read_bytes()
