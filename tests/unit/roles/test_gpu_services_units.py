@@ -29,6 +29,8 @@ from ansible_collections.gpufleet.core.plugins.module_utils._plan import (
     service_units,
 )
 
+from ansible_collections.gpufleet.core.plugins.module_utils._device_env import DEVICE_MAP, RUNTIME_DIR
+
 from .conftest import ROLES
 
 GPU1 = 'GPU-6e756d61-766d-4000-8000-000000000001'
@@ -43,7 +45,7 @@ FACTS = {'getent_passwd': {'gpufleet-llm': ['x', '998', '997', '', '/nonexistent
 PLANNED = {'gpu_device_nodes': ['/dev/nvidia0', '/dev/nvidia1']}
 
 
-def unit_text(render, mode, runtime='podman', systemd=252, spec=None, plan=None):
+def unit_text(render, mode, runtime='podman', systemd=252, spec=None, plan=None, item_extra=None):
     spec = dict(spec or {}, name='llm', mode=mode)
     if mode == 'native':
         spec.setdefault('command', '/usr/bin/serve --port 8000')
@@ -54,6 +56,7 @@ def unit_text(render, mode, runtime='podman', systemd=252, spec=None, plan=None)
     item = {'name': 'llm', 'stem': 'gpufleet-svc-llm', 'unit': 'gpufleet-svc-llm.service', 'mode': mode, 'state': 'started',
             'user': 'gpufleet-llm', 'dedicated_user': True, 'mps_user': None, 'placed_name': 'llm',
             'spec': spec, 'plan': dict(PLAN, **(plan or {}))}
+    item.update(item_extra or {})
     role = render('gpu_services', facts=FACTS, item=item, __gpu_services_planned=PLANNED, gpu_services_container_runtime=runtime,
                   gpu_services_services=[spec], _gpu_services_systemd_version=systemd,
                   _gpu_services_numa_directives=systemd >= 243)
@@ -73,10 +76,14 @@ def test_podman_unit_is_an_unprivileged_client_of_the_api_socket(render):
     lines = directives(text)
     assert exec_start(text) == (
         'ExecStart=/usr/bin/podman --remote --url=unix:///run/gpufleet-podman/podman.sock run --rm --name=gpufleet-svc-llm '
-        '--device=nvidia.com/gpu=%s --cpuset-cpus=2-3 --cpuset-mems=1 --user=998:997 --cap-drop=ALL '
-        '--security-opt=no-new-privileges --env=CUDA_DEVICE_ORDER=PCI_BUS_ID --env=CUDA_VISIBLE_DEVICES=%s '
-        '--publish=127.0.0.1:8000:8000 registry.example.com/llm:2.1 --port 8000' % (GPU1, GPU1))
-    for line in ('User=gpufleet-llm', 'SupplementaryGroups=gpufleet-podman', 'PrivateNetwork=yes',
+        '$CDI_DEVICES --cpuset-cpus=2-3 --cpuset-mems=1 --user=998:997 --cap-drop=ALL '
+        '--security-opt=no-new-privileges --env=CUDA_DEVICE_ORDER=PCI_BUS_ID '
+        '--env=CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES} '
+        '--publish=127.0.0.1:8000:8000 registry.example.com/llm:2.1 --port 8000')
+    # The devices come from the runtime file that gpufleet-devices.service writes at boot: no UUID in the unit.
+    assert GPU1 not in '\n'.join(lines)
+    for line in ('EnvironmentFile=/run/gpufleet/devices/%n.env', 'Requires=gpufleet-devices.service',
+                 'User=gpufleet-llm', 'SupplementaryGroups=gpufleet-podman', 'PrivateNetwork=yes',
                  'RestrictAddressFamilies=AF_UNIX', 'PrivateDevices=yes', 'CapabilityBoundingSet=',
                  'ExecStop=/usr/bin/podman --remote --url=unix:///run/gpufleet-podman/podman.sock stop --time=30 gpufleet-svc-llm',
                  'ExecStartPre=-/usr/bin/podman --remote --url=unix:///run/gpufleet-podman/podman.sock rm --force gpufleet-svc-llm'):
@@ -90,7 +97,10 @@ def test_docker_unit_uses_docker_socket_group_and_gpus_by_uuid(render):
     text = unit_text(render, 'container', 'docker', spec={'environment': {'MODEL': 'llama 3'}})
     assert exec_start(text).startswith(
         'ExecStart=/usr/bin/docker --host=unix:///run/docker.sock run --rm --name=gpufleet-svc-llm '
-        '"--gpus=\\"device=%s\\"" --cpuset-cpus=2-3 --cpuset-mems=1 --user=998:997 ' % GPU1)
+        '"--gpus=\\"device=${CUDA_VISIBLE_DEVICES}\\"" --cpuset-cpus=2-3 --cpuset-mems=1 --user=998:997 ')
+    assert ' --env=CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES} ' in exec_start(text)
+    cpu_only = unit_text(render, 'container', 'docker', plan={'gpus': [], 'gpu_uuids': []})
+    assert '--gpus' not in exec_start(cpu_only)
     assert '"--env=MODEL=llama 3"' in exec_start(text)
     assert 'SupplementaryGroups=docker' in directives(text)
 
@@ -104,7 +114,11 @@ def test_preferred_memory_leaves_the_container_free_to_spill(render):
 def test_native_unit_binds_with_numa_directives_and_falls_back_to_numactl_before_243(render):
     lines = directives(unit_text(render, 'native'))
     assert {'CPUAffinity=2-3', 'NUMAPolicy=bind', 'NUMAMask=1', 'ExecStart=/usr/bin/serve --port 8000',
-            'DevicePolicy=closed', 'DeviceAllow=/dev/nvidia1 rw', 'User=gpufleet-llm'} <= set(lines)
+            'DevicePolicy=closed', 'DeviceAllow=/dev/nvidia1 rw', 'User=gpufleet-llm',
+            'EnvironmentFile=/run/gpufleet/devices/%n.env', 'Requires=gpufleet-devices.service',
+            'Environment="CUDA_DEVICE_ORDER=PCI_BUS_ID"'} <= set(lines)
+    assert not [line for line in lines if 'CUDA_VISIBLE_DEVICES' in line]
+    assert 'After=network-online.target gpufleet-gpu.target gpufleet-devices.service' in lines
     old = unit_text(render, 'native', systemd=237)
     assert not [line for line in directives(old) if line.startswith(('NUMAPolicy=', 'NUMAMask='))]
     assert exec_start(old) == ('ExecStart=/usr/bin/numactl --physcpubind=2-3 --membind=1 -- '
@@ -174,3 +188,23 @@ def test_every_memory_policy_of_the_contract_renders_with_and_without_numa_direc
     # The unit template maps each policy to NUMAPolicy= and to numactl's option: a new policy needs both.
     assert '\nNUMAPolicy=%s\n' % policy in unit_text(render, 'native', plan={'memory_policy': policy})
     assert ' --physcpubind=2-3 --' in unit_text(render, 'native', systemd=239, plan={'memory_policy': policy})
+
+
+def test_a_mig_device_is_named_by_its_slot_in_the_unit_and_the_role_agrees_with_device_env(render):
+    """The unit's comments name a MIG device by its slot (the action's 'devices' and 'placement'), so the unit file
+    stays the same when the boot unit makes the device again with a new UUID; the role's paths are _device_env's."""
+    mig = 'MIG-6e756d61-766d-4000-8000-0000000000aa'
+    slot = GPU1 + ':3g.40gb:4:0'
+    item_plan = {'gpus': [mig], 'explanation': '%s (3g.40gb on %s), exclusive' % (mig, GPU1)}
+    role = render('gpu_services', facts=FACTS, gpu_services_services=[{'name': 'llm'}])
+    text = unit_text(render, 'native', plan=item_plan, item_extra={
+        'devices': [slot], 'placement': 'MIG slot %s (3g.40gb on %s), exclusive' % (slot, GPU1)})
+    assert mig not in text and '# Placement: MIG slot %s (3g.40gb on %s), exclusive' % (slot, GPU1) in text
+    assert '# CUDA_VISIBLE_DEVICES: the UUIDs of %s now.' % slot in text
+    assert (role.value('_gpu_services_device_map'), role.value('_gpu_services_runtime_dir')) == (DEVICE_MAP, RUNTIME_DIR)
+    boot = role.template('gpufleet-devices.service.j2')
+    assert directives(boot) == [
+        'Description=Resolve the GPU services\' devices to the devices present (gpufleet.core)',
+        'After=gpufleet-mig.service', 'Before=gpufleet-gpu.target', 'Type=oneshot', 'RemainAfterExit=yes',
+        'ExecStart=/usr/bin/python3 /usr/local/lib/gpufleet/gpufleet-helpers.pyz devices %s %s'
+        % (DEVICE_MAP, RUNTIME_DIR), 'WantedBy=multi-user.target']

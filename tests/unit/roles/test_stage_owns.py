@@ -24,8 +24,9 @@ from .conftest import ROLES, role_yaml
 # The roles the rollout's receipt-kept stages run (the stage plan's).
 STAGE_ROLES = [role for stage in stage_plan.RECEIPT_STAGES for role in stage_plan.STAGE_ROLES[stage]]
 WRITERS = ('ansible.builtin.template', 'ansible.builtin.copy')
-# Written on purpose but not state: the reboot-required marker lives in /run until the reboot it asks for.
-NOT_STATE = {'/run/reboot-required'}
+# Written on purpose but not state: the reboot-required marker lives in /run until the reboot it asks for; the
+# services' runtime files are written again at each boot from the device map, which is owned (_device_env).
+NOT_STATE = {'/run/reboot-required', '{{ _gpu_services_runtime_dir }}/{{ item.key }}.env'}
 EXPRESSION = re.compile(r'\{\{(.*?)\}\}')
 NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 
