@@ -10,6 +10,9 @@ Steps, in order (each one starts from where the previous one left the lab; each 
   again        the whole fleet once more, the quarantined host fixed: it converges, every other host reports
                changed=0 (a second run changes nothing), every audit passes, and the summary ends with Prometheus's
                address and every target up
+  reboot       hk1-a100-01 reboots outside any run: its MIG instances come back with new UUIDs, and its services
+               serve again on the devices in their slots, from the runtime files gpufleet-devices.service writes at
+               boot; the unit files are as they were and the drift check finds no stage drifted
   rolling      a MIG change on the A100 group, one host at a time: a probe sees both hosts' services never down at once;
                the new layout then goes into the inventory (host_vars), so that later runs keep it
   lost         a host's container stops during the partition stage of a run of its data centre (its partition
@@ -302,6 +305,63 @@ def step_again():
                    r'none\)\Z' % re.escape(REPORT_HTML), report_line(summary)), 'the report line: %r' % report_line(summary),
           output)
     check(set(host['status'] for host in read_report()['hosts']) == {'ok'}, 'a host of the report is not ok')
+
+
+REBOOT_HOST = 'hk1-a100-01'
+DEVICE_MAP = '/etc/gpufleet/devices.json'
+
+
+def process_environment(host, unit):
+    """{name: value} of the environment of UNIT's main process."""
+    text = on_host(host, "tr '\\0' '\\n' < /proc/%d/environ" % main_pid(host, unit))
+    return dict(line.split('=', 1) for line in text.splitlines() if '=' in line)
+
+
+def slot_device(host, slot):
+    """The UUID of the MIG device in SLOT (GPU-UUID:PROFILE:START:ORDINAL) now, from the simulated driver's state."""
+    gpu, _profile, start, ordinal = slot.split(':')
+    instances = json.loads(on_host(host, 'cat %s' % SIM_STATE))['gpus'][gpu].get('gpu_instances', [])
+    found = [sorted(instance['compute_instances'], key=lambda ci: ci['id'])[int(ordinal)]['uuid']
+             for instance in instances if instance['start'] == int(start)]
+    return found[0] if found else None
+
+
+def booted_again(host, boot):
+    """Whether HOST runs again after a reboot: a new boot id, and systemd done booting."""
+    ran = subprocess.run(['podman', 'exec', container(host), 'sh', '-c',
+                          'cat %s; systemctl is-system-running' % BOOT_ID], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, universal_newlines=True, check=False)
+    lines = ran.stdout.split()
+    return len(lines) == 2 and lines[0] != boot and lines[1] in ('running', 'degraded')
+
+
+def step_reboot():
+    # A reboot outside any run (a power event, a kernel update): the MIG instances are made again at boot, with new
+    # UUIDs in the simulator as a driver may give them. The services must serve again on the devices in their slots
+    # without a site run, their unit files untouched, and no stage drifted (docs/drift.md).
+    unit = SERVICES[1]  # imagegen, on a 3g.40gb
+    slot, = json.loads(on_host(REBOOT_HOST, 'cat %s' % DEVICE_MAP))['units'][unit]['devices']
+    before = process_environment(REBOOT_HOST, unit).get('CUDA_VISIBLE_DEVICES')
+    check(before == slot_device(REBOOT_HOST, slot) and before.startswith('MIG-'),
+          '%s does not run on the device in its slot %s before the reboot: %s' % (unit, slot, before))
+    unit_file = on_host(REBOOT_HOST, 'cat /etc/systemd/system/%s' % unit)
+    check(before not in unit_file, 'the unit file names the MIG device by UUID:\n' + unit_file)
+    boot = on_host(REBOOT_HOST, 'cat %s' % BOOT_ID).strip()
+    started = time.time()
+    on_host(REBOOT_HOST, 'systemctl reboot', check_rc=False)
+    until('%s booted again' % REBOOT_HOST, lambda: booted_again(REBOOT_HOST, boot), timeout=120, every=1)
+    until('%s active again' % ', '.join(SERVICES), lambda: on_host(
+        REBOOT_HOST, 'systemctl is-active %s' % ' '.join(SERVICES), check_rc=False).split() == ['active'] * 2,
+        timeout=60, every=1)
+    after = process_environment(REBOOT_HOST, unit).get('CUDA_VISIBLE_DEVICES')
+    now = slot_device(REBOOT_HOST, slot)
+    check(now and now != before, 'the MIG device in slot %s kept its UUID %s or is gone (%s)' % (slot, before, now))
+    check(after == now, '%s runs on %s after the reboot, not on %s, the device in its slot' % (unit, after, now))
+    check(on_host(REBOOT_HOST, 'cat /etc/systemd/system/%s' % unit) == unit_file, 'the reboot changed the unit file')
+    converged = dict((stage, (0, 0)) for stage in RECEIPT_STAGES)
+    check(drift_metric(REBOOT_HOST) == converged, 'the drift check after the reboot: %s' % drift_metric(REBOOT_HOST))
+    print('lab_site: reboot: %s back in %.0f s; %s on %s (slot %s), was %s; no stage drifted' % (
+        REBOOT_HOST, time.time() - started, unit, after, slot, before))
 
 
 class Probe(threading.Thread):
@@ -1069,8 +1129,8 @@ def machine_busy():
     return float(sum(ticks) - ticks[3] - ticks[4]) / os.sysconf('SC_CLK_TCK')
 
 
-STEPS = ['refused', 'quarantine', 'again', 'rolling', 'lost', 'monitoring', 'report', 'upgrade_fault', 'upgrade',
-         'faults', 'drift']
+STEPS = ['refused', 'quarantine', 'again', 'reboot', 'rolling', 'lost', 'monitoring', 'report', 'upgrade_fault',
+         'upgrade', 'faults', 'drift']
 
 
 def main(argv):
