@@ -163,6 +163,17 @@ def read_runtime_devices(unit, directory=RUNTIME_DIR):
         return None
 
 
+def resolve_entries(entries, directory=RUNTIME_DIR):
+    """Each plan Entry (_plan.Entry) with ``devices`` as its unit's runtime file names them now, where it has one: a
+    MIG device made again at boot may have a new UUID in the same slot, and the readers of the plan (the audit, the
+    watchdog) are to hold the service to that one, not to the UUID the plan's run saw. ENTRIES, changed in place."""
+    for entry in entries:
+        devices = read_runtime_devices(entry.unit, directory) if entry.unit else None
+        if devices is not None:
+            entry.devices = devices
+    return entries
+
+
 def unit_devices(topology, units):
     """The device map of joined service units (``_plan.service_units``' units: unit, mode, plan) on a Topology, and
     each unit's runtime file: (map, {unit: runtime file text}). The run writes both; the boot unit resolves the map

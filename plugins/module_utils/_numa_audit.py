@@ -21,7 +21,7 @@ import re
 import time
 
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
-from ansible_collections.gpufleet.core.plugins.module_utils._device_env import RUNTIME_DIR, read_runtime_devices
+from ansible_collections.gpufleet.core.plugins.module_utils._device_env import RUNTIME_DIR, resolve_entries
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._audit_readings import gpu_holders, memory_nodes, parse_numa_maps, parse_policies
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import CONTAINER_RUNTIMES, MEMORY_POLICIES, PlanError
@@ -223,21 +223,14 @@ def load_plan(path, runtime_dir=RUNTIME_DIR):
         plan = read_plan_file(path, instead='list the services to audit')
     except PlanError as exc:
         raise NumaAuditError(str(exc))
-    return [plan_service(entry, read_runtime_devices(entry.unit, runtime_dir) if entry.unit else None)
-            for entry in plan.entries]
+    return [plan_service(entry) for entry in resolve_entries(plan.entries, runtime_dir)]
 
 
-def plan_service(entry, devices=None):
-    """The audit's service for a plan Entry: its unit, or its container, and what the plan expects of it.
-
-    DEVICES, when given, are the UUIDs its runtime file names now: a MIG device made again at boot may have a new
-    UUID in the same slot, and the service is to hold that one, not the one the plan's run saw (_device_env)."""
-    expect = entry.expectations()
-    if devices is not None:
-        expect['gpus'] = list(devices)
+def plan_service(entry):
+    """The audit's service for a plan Entry: its unit, or its container, and what the plan expects of it."""
     # A container's processes are the runtime's, not its unit's: the unit holds only the runtime's client.
     return {'name': entry.name, 'unit': None if entry.container else entry.unit, 'container': entry.container,
-            'container_runtime': entry.container_runtime, 'expect': expect}
+            'container_runtime': entry.container_runtime, 'expect': entry.expectations()}
 
 
 # Reading processes ----------------------------------------------------------------------------------------

@@ -375,7 +375,8 @@ class Entry:
 
     def expectations(self):
         """What the binding audit holds the service to: its CPUs, memory nodes, devices and memory policy."""
-        return {'cpus': self.fields.get('cpulist'), 'mems': self.fields.get('memlist'), 'gpus': self.fields.get('gpus'),
+        return {'cpus': self.fields.get('cpulist'), 'mems': self.fields.get('memlist'),
+                'gpus': None if self.fields.get('gpus') is None else list(self.devices),
                 'memory_policy': self.fields.get('memory_policy')}
 
     def uses(self, gpu, device=None):

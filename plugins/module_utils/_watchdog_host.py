@@ -20,6 +20,7 @@ import os
 import sys
 import time
 
+from ansible_collections.gpufleet.core.plugins.module_utils._device_env import resolve_entries
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._numa_audit import ServiceHost
@@ -92,8 +93,11 @@ class WatchdogHost:
 
     @staticmethod
     def load_plan(path):
-        """The placement plan (``_plan.Plan``), or PlanError naming the file and the fix."""
-        return read_plan_file(path)
+        """The placement plan (``_plan.Plan``), or PlanError naming the file and the fix; each service's devices as
+        its runtime file names them now (a MIG device made again at boot may have a new UUID)."""
+        plan = read_plan_file(path)
+        resolve_entries(plan.entries)
+        return plan
 
     def emit(self, line):
         self.out.write(line + '\n')

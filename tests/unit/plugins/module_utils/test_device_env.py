@@ -14,10 +14,11 @@ import pytest
 import simctl
 from ansible_collections.gpufleet.core.plugins.module_utils import _helper_devices
 from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
-    DeviceMapError, check_map, device_map, device_name, read_runtime_devices, runtime_devices, runtime_files,
-    runtime_text, slot_named, unit_devices)
+    DeviceMapError, check_map, device_map, device_name, read_runtime_devices, resolve_entries, runtime_devices,
+    runtime_files, runtime_text, slot_named, unit_devices)
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_of
+from ansible_collections.gpufleet.core.plugins.module_utils._plan import Entry
 from ansible_collections.gpufleet.core.plugins.modules import mig
 
 from ...support.sim import gathered_topology, host_roots
@@ -184,3 +185,16 @@ def test_a_host_whose_services_run_on_no_gpu_needs_no_nvml(tmp_path, monkeypatch
     assert _helper_devices.main(['devices', str(map_path), str(runtime)]) == 1
     assert 'pynvml' in capsys.readouterr().err
     assert os.listdir(str(runtime)) == ['gpufleet-svc-gateway.service.env']
+
+
+def test_plan_entries_take_their_devices_from_the_runtime_files(tmp_path):
+    """The readers of the plan (the audit, the watchdog) see the UUID in each service's slot now, not the plan's."""
+    gpu, old, new = ('GPU-33333333-3333-3333-3333-333333333333', 'MIG-11111111-1111-1111-1111-111111111111',
+                     'MIG-22222222-2222-2222-2222-222222222222')
+    fields = {'name': 'imagegen', 'gpus': [old], 'gpu_uuids': [gpu], 'unit': 'gpufleet-svc-imagegen.service'}
+    imagegen, llm = Entry(fields), Entry(dict(fields, name='llm', unit='gpufleet-svc-llm.service'))
+    (tmp_path / 'gpufleet-svc-imagegen.service.env').write_text(runtime_text([new], False))
+    assert resolve_entries([imagegen, llm], str(tmp_path)) == [imagegen, llm]
+    assert (imagegen.devices, llm.devices) == ([new], [old])
+    assert imagegen.uses(gpu, new) and not imagegen.uses(gpu, old) and imagegen.uses(gpu)
+    assert imagegen.expectations()['gpus'] == [new] and llm.expectations()['gpus'] == [old]
