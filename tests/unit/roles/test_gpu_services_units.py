@@ -196,7 +196,10 @@ def test_a_mig_device_is_named_by_its_slot_in_the_unit_and_the_role_agrees_with_
     mig = 'MIG-6e756d61-766d-4000-8000-0000000000aa'
     slot = GPU1 + ':3g.40gb:4:0'
     item_plan = {'gpus': [mig], 'explanation': '%s (3g.40gb on %s), exclusive' % (mig, GPU1)}
-    role = render('gpu_services', facts=FACTS, gpu_services_services=[{'name': 'llm'}])
+    native_unit = {'unit': 'gpufleet-svc-llm.service', 'mode': 'native', 'plan': {'gpus': [mig]}}
+    # (_gpu_services_podman_socket is the service_specs filter's reading, which this Templar has no plugins for.)
+    role = render('gpu_services', facts=FACTS, gpu_services_services=[{'name': 'llm'}],
+                  __gpu_services_planned={'units': [native_unit]}, _gpu_services_podman_socket=False)
     text = unit_text(render, 'native', plan=item_plan, item_extra={
         'devices': [slot], 'placement': 'MIG slot %s (3g.40gb on %s), exclusive' % (slot, GPU1)})
     assert mig not in text and '# Placement: MIG slot %s (3g.40gb on %s), exclusive' % (slot, GPU1) in text
@@ -207,4 +210,18 @@ def test_a_mig_device_is_named_by_its_slot_in_the_unit_and_the_role_agrees_with_
         'Description=Resolve the GPU services\' devices to the devices present (gpufleet.core)',
         'After=gpufleet-mig.service', 'Before=gpufleet-gpu.target', 'Type=oneshot', 'RemainAfterExit=yes',
         'ExecStart=/usr/bin/python3 /usr/local/lib/gpufleet/gpufleet-helpers.pyz devices %s %s'
-        % (DEVICE_MAP, RUNTIME_DIR), 'WantedBy=multi-user.target']
+        % (DEVICE_MAP, RUNTIME_DIR), 'WantedBy=multi-user.target', 'RequiredBy=gpufleet-gpu.target']
+    # A container on a GPU through podman: the CDI spec of the devices made at this boot, before the runtime files.
+    container = dict(native_unit, mode='container')
+    spec = {'name': 'llm', 'mode': 'container', 'image': 'registry.example.com/llm:2.1'}
+    with_container = render('gpu_services', facts=FACTS, gpu_services_services=[spec], _gpu_services_podman_socket=True,
+                            __gpu_services_planned={'units': [container]}).template('gpufleet-devices.service.j2')
+    assert [line for line in directives(with_container) if line.startswith('ExecStart')] == [
+        'ExecStartPre=/usr/bin/nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml',
+        'ExecStart=/usr/bin/python3 /usr/local/lib/gpufleet/gpufleet-helpers.pyz devices %s %s' % (DEVICE_MAP, RUNTIME_DIR)]
+    for values in ({'gpu_services_cdi_spec': ''}, {'_gpu_services_podman_socket': False},
+                   {'__gpu_services_planned': {'units': [dict(container, plan={'gpus': []})]}}):
+        options = dict({'__gpu_services_planned': {'units': [container]}, '_gpu_services_podman_socket': True}, **values)
+        text = render('gpu_services', facts=FACTS, gpu_services_services=[spec], **options).template(
+            'gpufleet-devices.service.j2')
+        assert 'nvidia-ctk' not in text, values
