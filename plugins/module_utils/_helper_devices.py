@@ -23,7 +23,7 @@ import os
 import sys
 
 from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
-    DEVICE_MAP, RUNTIME_DIR, check_map, names_devices, runtime_files)
+    DEVICE_MAP, RUNTIME_DIR, check_map, names_devices, runtime_files, runtime_path)
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
@@ -77,7 +77,7 @@ def write_files(directory, written):
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
     for unit, text in written.items():
-        path = os.path.join(directory, unit + '.env')
+        path = runtime_path(unit, directory)
         with open(path + '.new', 'w') as handle:
             handle.write(text)
         os.chmod(path + '.new', 0o644)
