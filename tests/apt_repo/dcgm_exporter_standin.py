@@ -78,6 +78,8 @@ def gpus():
     since = time.time() - XID_WINDOW_MS / 1000.0
     found = []
     for index, gpu in enumerate(host['gpus']):
+        if (state.get('gpus', {}).get(gpu['uuid']) or {}).get('broken'):
+            continue  # off the bus for good (simctl break-gpu): DCGM lists no such GPU
         model = models.get(gpu['model'], {})
         total = model.get('memory_mb', 0)
         used = min(total, sum(memory.get(str(process['pid']), process.get('used_memory_mb', 0))

@@ -475,6 +475,8 @@ class _Sim(object):
         with open(self.state_path + '.lock', 'a') as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             fd, tmp = tempfile.mkstemp(dir=directory, prefix='.nvml-sim-')
+            # Readable by every user, as the real driver answers queries from any user (an MPS daemon's, say).
+            os.fchmod(fd, 0o644)
             with os.fdopen(fd, 'w') as handle:
                 json.dump(self.state, handle, indent=1, sort_keys=True)
             os.rename(tmp, self.state_path)

@@ -48,7 +48,8 @@ def reboot(host_path, state_path):
         return
     specs = dict((gpu['uuid'], gpu) for gpu in host.get('gpus', []))
     for uuid, gpu in state['gpus'].items():
-        gpu.pop('lost', None)  # a GPU that fell off the bus is found again at boot (if it is not broken)
+        if not gpu.get('broken'):
+            gpu.pop('lost', None)  # a GPU that fell off the bus is found again at boot, unless it is broken
         if 'mig_pending' not in gpu:
             continue  # only simctl has written this GPU's state (lose_gpu): no NVML session has yet
         gpu['gpu_instances'] = []
@@ -160,6 +161,18 @@ def lose_gpu(host_path, state_path, uuid):
     return record
 
 
+def break_gpu(host_path, state_path, uuid):
+    """The GPU falls off the bus for good: lost now, and still lost after every reboot, until repair-gpu."""
+    record = lose_gpu(host_path, state_path, uuid)
+    _locked_update(state_path, lambda state: state['gpus'][uuid].__setitem__('broken', True))
+    return record
+
+
+def repair_gpu(state_path, uuid):
+    """The broken GPU is replaced: the next reboot finds it."""
+    _locked_update(state_path, lambda state: state['gpus'][uuid].pop('broken', None))
+
+
 def inject_fault(state_path, function, error=999, skip=0):
     """Make the (skip+1)-th later call of an NVML function raise NVML error `error`."""
     state = _load(state_path, {})
@@ -190,6 +203,7 @@ def main(argv):
     usage = ('usage: simctl.py reboot HOST STATE | reset-gpu STATE UUID | '
              'add-process STATE UUID PID [GI CI] | remove-process STATE PID | '
              'set-process-memory STATE PID MIB | inject-xid HOST STATE UUID XID [GI CI] | lose-gpu HOST STATE UUID | '
+             'break-gpu HOST STATE UUID | repair-gpu STATE UUID | '
              'mig-uuids STATE new|stable')
     if len(argv) < 2:
         sys.exit(usage)
@@ -209,6 +223,10 @@ def main(argv):
         print(json.dumps(inject_xid(*args)))
     elif command == 'lose-gpu':
         print(json.dumps(lose_gpu(*args)))
+    elif command == 'break-gpu':
+        print(json.dumps(break_gpu(*args)))
+    elif command == 'repair-gpu':
+        repair_gpu(*args)
     elif command == 'mig-uuids':
         mig_uuids(*args)
     else:

@@ -102,6 +102,29 @@ def test_a_lost_gpu_answers_gpu_is_lost_until_a_reboot(sim_hosts):
         pynvml.nvmlShutdown()
 
 
+def test_a_broken_gpu_stays_lost_after_a_reboot_until_it_is_repaired(sim_hosts):
+    served = sim_hosts.with_gpus('A100-80GB-PCIe', 2)
+    pynvml.nvmlInit()
+    pynvml.nvmlShutdown()  # a session has written the state, as on a host that ran
+    assert simctl.break_gpu(served['host_file'], served['state_file'], GPU1)['xid'] == 79
+
+    def second_gpu():
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(1))
+        finally:
+            pynvml.nvmlShutdown()
+
+    simctl.reboot(served['host_file'], served['state_file'])
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        second_gpu()
+    simctl.repair_gpu(served['state_file'], GPU1)
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        second_gpu()  # until the next boot finds the new board
+    simctl.reboot(served['host_file'], served['state_file'])
+    assert second_gpu() == GPU1
+
+
 def test_each_process_uses_the_memory_set_for_it(host):
     simctl.add_process(host['state_file'], GPU0, 4242, used_memory_mb=1024)
     simctl.add_process(host['state_file'], GPU0, 4343, used_memory_mb=2048)
