@@ -20,6 +20,8 @@ import re
 
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
 from ansible_collections.gpufleet.core.plugins.module_utils._cpulist import CpuListError
+from ansible_collections.gpufleet.core.plugins.module_utils._device_env import DeviceMapError, device_name
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import MigSlotError, resolve, slot_form
 from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology, TopologyModelError
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_integer
 
@@ -38,7 +40,7 @@ DAEMON_KEYS = ('device', 'user', 'group', 'default_active_thread_percentage', 'd
 CLIENT_KEYS = ('name', 'user', 'active_thread_percentage', 'pinned_mem_limit')
 # The keys plan() adds to what it returns. plan() reads its own output as a declaration like any other: its limits in
 # MiB under the explicit *_mb keys, the rest found again on the host.
-_PLANNED_DAEMON_KEYS = ('gpu_uuid', 'mig_device', 'memory_mb', 'default_pinned_mem_limit_mb', 'control_commands')
+_PLANNED_DAEMON_KEYS = ('name', 'gpu_uuid', 'mig_device', 'memory_mb', 'default_pinned_mem_limit_mb', 'control_commands')
 _PLANNED_CLIENT_KEYS = ('pinned_mem_limit_mb',)
 
 
@@ -155,11 +157,14 @@ def _limit_mb(item, key, unset, where, problems, capacity_mb):
 class MpsDaemon:
     """One MPS control daemon as planned: the device it serves, its account, directories, defaults and clients.
 
+    ``name`` is what survives a reboot, and what its unit, files and directories are named by: a whole GPU's UUID, or
+    a MIG device's slot (``_mig_slots``), whose UUID a re-made instance need not keep. ``device`` is the UUID now.
+
     ``clients`` are dicts: ``name``, ``active_thread_percentage`` and ``pinned_mem_limit_mb`` (the client's own, else
     the daemon's default, else None). ``as_dict()`` is the form plan() and the mps_plan filter return.
     """
 
-    __slots__ = ('device', 'gpu_uuid', 'mig_device', 'user', 'group', 'pipe_directory', 'log_directory',
+    __slots__ = ('name', 'device', 'gpu_uuid', 'mig_device', 'user', 'group', 'pipe_directory', 'log_directory',
                  'default_active_thread_percentage', 'default_pinned_mem_limit_mb', 'memory_mb', 'clients',
                  'control_commands')
 
@@ -199,15 +204,16 @@ def plan(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gp
 def plan_daemons(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/var/log/gpufleet-mps', time_slicing=()):
     """Validate MPS daemons against the host and return them as MpsDaemons; raise MpsPlanError listing every problem.
 
-    Each daemon: {'device': GPU-/MIG- UUID, 'user', 'group', 'default_active_thread_percentage',
-    'default_pinned_mem_limit', 'pipe_directory', 'log_directory', 'clients': [{'name', 'user',
-    'active_thread_percentage', 'pinned_mem_limit'}]}, as the mps role declares them. plan()'s own output is such a
-    daemon too, with its limits in MiB under the ``*_mb`` keys: plan(plan(x)) == plan(x), so a plan can be handed on.
+    Each daemon: {'device': a GPU's UUID, a MIG device's slot (GPU-UUID:PROFILE:START:ORDINAL) or its MIG- UUID,
+    'user', 'group', 'default_active_thread_percentage', 'default_pinned_mem_limit', 'pipe_directory',
+    'log_directory', 'clients': [{'name', 'user', 'active_thread_percentage', 'pinned_mem_limit'}]}, as the mps role
+    declares them. plan()'s own output is such a daemon too, with its limits in MiB under the ``*_mb`` keys:
+    plan(plan(x)) == plan(x), so a plan can be handed on. Each daemon is named by its device's GPU UUID or MIG slot.
     A client can only lower its daemon's defaults (MPS obeys the lower of the two), so a higher value is refused.
     ``topology`` is the gpufleet_topology fact or a Topology over it.
     """
     try:
-        devices = (topology if isinstance(topology, Topology) else Topology(topology)).devices
+        topology = topology if isinstance(topology, Topology) else Topology(topology)
     except (CpuListError, TopologyModelError) as exc:
         raise MpsPlanError('The MPS plan cannot work: %s' % exc)
     problems = []
@@ -227,7 +233,7 @@ def plan_daemons(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/va
         if not isinstance(daemon, dict):
             problems.append('MPS daemon %d: expected a dict with device, user and clients, got %r' % (position, daemon))
             continue
-        found = _plan_daemon(devices, position, daemon, (pipe_root, log_root), taken, problems)
+        found = _plan_daemon(topology, position, daemon, (pipe_root, log_root), taken, problems)
         if found is not None:
             planned.append(found)
     if problems:
@@ -235,19 +241,18 @@ def plan_daemons(topology, daemons, pipe_root='/run/gpufleet-mps', log_root='/va
     return planned
 
 
-def _plan_daemon(devices, position, daemon, roots, taken, problems):
+def _plan_daemon(topology, position, daemon, roots, taken, problems):
     """One daemon as an MpsDaemon, its problems added to PROBLEMS; None when its device is not on the host.
 
     ``roots``: (pipe root, log root); ``taken``: the devices and pipe directories of the daemons before it, by
     position, and the time-sliced GPUs (sliced), which this daemon's are added to."""
-    device = daemon.get('device')
-    where = 'MPS daemon %d (%s)' % (position, device)
+    given = daemon.get('device')
+    where = 'MPS daemon %d (%s)' % (position, given)
     _unknown_keys(daemon, DAEMON_KEYS + _PLANNED_DAEMON_KEYS, where, problems)
-    info = devices.get(device) if isinstance(device, str) else None
-    if info is None:
-        problems.append('%s: no GPU or MIG device with that UUID on this host; name it by its GPU-... or MIG-... '
-                        'UUID from gpufleet_topology' % where)
+    device, name = _device_now(topology, given, where, problems)
+    if device is None:
         return None
+    info = topology.devices[device]
     gpu = info['gpu']
     if not info['mig'] and info['mig_mode']:
         problems.append('%s: %s is in MIG mode; MPS on MIG needs one daemon per MIG device: name the MIG-... '
@@ -259,8 +264,8 @@ def _plan_daemon(devices, position, daemon, roots, taken, problems):
     if device in taken['sliced'] or gpu['uuid'] in taken['sliced']:
         problems.append('%s: this GPU is also configured for time-slicing; use MPS or time-slicing on a GPU, '
                         'never both' % where)
-    pipe = daemon.get('pipe_directory') or '%s/%s' % (roots[0], device)
-    log_dir = daemon.get('log_directory') or '%s/%s' % (roots[1], device)
+    pipe = daemon.get('pipe_directory') or '%s/%s' % (roots[0], name)
+    log_dir = daemon.get('log_directory') or '%s/%s' % (roots[1], name)
     for key, directory in (('pipe_directory', pipe), ('log_directory', log_dir)):
         try:
             check_directory(directory, '%s: %s' % (where, key))
@@ -293,10 +298,32 @@ def _plan_daemon(devices, position, daemon, roots, taken, problems):
         problems.append('%s: clients must be a list of clients (dicts with name), got %r' % (where, given_clients))
         given_clients = []
     clients = _plan_clients(where, given_clients, user, default_pct, default_mb, capacity, problems)
-    return MpsDaemon(device=device, gpu_uuid=gpu['uuid'], mig_device=info['mig'], user=user,
+    return MpsDaemon(name=name, device=device, gpu_uuid=gpu['uuid'], mig_device=info['mig'], user=user,
                      group=daemon.get('group') or '', pipe_directory=pipe, log_directory=log_dir,
                      default_active_thread_percentage=default_pct, default_pinned_mem_limit_mb=default_mb,
                      memory_mb=capacity, clients=clients, control_commands=control_commands(default_pct, default_mb))
+
+
+def _device_now(topology, given, where, problems):
+    """(the UUID of the device GIVEN names now, the daemon's name), or (None, None) with the problem added."""
+    slot = slot_form(given)
+    if slot is not None:
+        try:
+            return resolve(topology, [slot])[str(slot)], str(slot)
+        except MigSlotError as exc:
+            problems.append('%s: %s' % (where, exc))
+            return None, None
+    info = topology.devices.get(given) if isinstance(given, str) else None
+    if info is None:
+        problems.append('%s: no GPU or MIG device with that UUID on this host; name it by its GPU-... or MIG-... '
+                        'UUID from gpufleet_topology' % where)
+        return None, None
+    # A MIG device named by UUID is named by its slot from here on: its UUID need not survive a reboot. One whose
+    # driver gives no placement has no slot; its UUID is all there is to name it by.
+    try:
+        return given, device_name(topology, given)
+    except DeviceMapError:
+        return given, given
 
 
 def _plan_clients(where, given_clients, user, default_pct, default_mb, capacity, problems):

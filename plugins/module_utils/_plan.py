@@ -238,7 +238,7 @@ def entry(topology, spec, placement, share=None):
     if share is not None:
         daemon, client_env = share
         environment.update(client_env)
-        mps = {'device': daemon['device'], 'pipe_directory': daemon['pipe_directory'], 'user': daemon['user'],
+        mps = {'name': daemon['name'], 'device': daemon['device'], 'pipe_directory': daemon['pipe_directory'], 'user': daemon['user'],
                'environment': client_env}
     found = {
         'name': spec.name,

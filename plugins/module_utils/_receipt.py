@@ -27,6 +27,7 @@ import time
 
 from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_form
 from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid, is_path, is_unit_name, shown
 
 RECEIPT_VERSION = 1
@@ -67,14 +68,14 @@ def _mps_problems(where, value):
     for position, daemon in enumerate(value):
         here = '%s[%d]' % (where, position)
         if not isinstance(daemon, dict) or set(daemon) != {'pipe_directory', 'devices'}:
-            problems.append('%s: %s; give {pipe_directory: /run/gpufleet-mps/<device>, devices: [<UUID>]}'
+            problems.append('%s: %s; give {pipe_directory: /run/gpufleet-mps/<name>, devices: [<name>]}'
                             % (here, shown(daemon)))
             continue
         if not isinstance(daemon['pipe_directory'], str) or not is_path(daemon['pipe_directory']):
             problems.append('%s.pipe_directory: %s is not an absolute path' % (here, shown(daemon['pipe_directory'])))
         problems.extend(_list_problems(here + '.devices', daemon['devices'],
-                                       is_device_uuid,
-                                       'a GPU-/MIG- UUID'))
+                                       lambda name: is_device_uuid(name) or slot_form(name) is not None,
+                                       'a GPU UUID or a MIG slot (GPU-UUID:PROFILE:START:ORDINAL)'))
     return problems
 
 

@@ -96,19 +96,21 @@ class ReceiptHost:
         return layouts
 
     def mps_settings(self, pipe_directory, devices):
-        """An MPS daemon's defaults as text (active thread percentage, pinned memory limit per device)."""
+        """An MPS daemon's defaults as text (active thread percentage, pinned memory limit per device), its devices by
+        name (a GPU's UUID or a MIG slot, which a reboot keeps): the daemon sees them as ordinals 0, 1, ..."""
         control = MpsControl(self.run_command, self.mps_control, pipe_directory)
         try:
             if not control.running():
                 return 'no daemon'
-            state = read_state(control, devices)
+            state = read_state(control, [str(ordinal) for ordinal in range(len(devices))])
         except MpsControlError as exc:
             raise ReceiptError(str(exc))
         percentage = state['default_active_thread_percentage']
+        limits = state['default_pinned_mem_limits']
         return 'active threads %s, pinned memory %s' % (
             'unset' if percentage is None else '%g%%' % percentage,
-            ', '.join('%s=%s' % (device, limit or 'unset')
-                      for device, limit in sorted(state['default_pinned_mem_limits'].items())) or 'no devices')
+            ', '.join('%s=%s' % (device, limits[str(ordinal)] or 'unset')
+                      for ordinal, device in sorted(enumerate(devices), key=lambda pair: pair[1])) or 'no devices')
 
     @staticmethod
     def read(path):

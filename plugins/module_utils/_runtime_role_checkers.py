@@ -15,6 +15,7 @@ __metaclass__ = type
 import difflib
 import re
 
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_form
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._role_checker import (
     DCGM_FIELD, MISSING, RoleChecker, flow_style, full_match, strings_problem)
@@ -70,6 +71,14 @@ def _device_uuid_problem(where, value):
             'reorder)' % (where, describe(value)))
 
 
+def _daemon_device_problem(where, value):
+    """An MPS daemon's device: a device UUID, or a MIG device's slot, which a reboot keeps."""
+    if is_device_uuid(value) or slot_form(value) is not None:
+        return None
+    return ('%s is %s; name a GPU by its GPU-... UUID and a MIG device by its slot GPU-UUID:PROFILE:START:ORDINAL '
+            '(or its MIG-... UUID), as gpufleet_topology reports them (indices reorder)' % (where, describe(value)))
+
+
 def _time_slicing_problem(variable, value):
     problem = strings_problem(variable, value, 'GPU or MIG device UUIDs', '"GPU-..."')
     if problem:
@@ -99,9 +108,9 @@ def _mps_daemons_problems(variable, value):
                             % (where, describe(daemon)))
             continue
         problems.extend(_unknown_keys(where, daemon, _MPS_DAEMON_KEYS))
-        problems.append('%s has no device; name it by its GPU-... or MIG-... UUID, such as {device: GPU-..., user: '
-                        'infer}' % where if 'device' not in daemon
-                        else _device_uuid_problem('%s.device' % where, daemon['device']))
+        problems.append('%s has no device; name it by its GPU-... UUID or its MIG slot GPU-UUID:PROFILE:START:ORDINAL, '
+                        'such as {device: GPU-..., user: infer}' % where if 'device' not in daemon
+                        else _daemon_device_problem('%s.device' % where, daemon['device']))
         problems.append(_thread_percentage_problem('%s.default_active_thread_percentage' % where,
                                                    daemon.get('default_active_thread_percentage')))
         clients = daemon.get('clients')

@@ -33,10 +33,10 @@ def mps_client_env(daemons, device, client):
         raise AnsibleFilterError('gpufleet.core.mps_client_env: the input must be the list gpufleet.core.mps_plan '
                                  'returns, got %r' % (daemons,))
     if not isinstance(device, str) or not isinstance(client, str):
-        raise AnsibleFilterError('gpufleet.core.mps_client_env: device and client are strings (a GPU-/MIG- UUID and '
-                                 'a client name), got %r and %r' % (device, client))
+        raise AnsibleFilterError('gpufleet.core.mps_client_env: device and client are strings (a GPU-/MIG- UUID or '
+                                 'a MIG slot, and a client name), got %r and %r' % (device, client))
     for daemon in daemons:
-        if daemon.get('device') == device:
+        if device in (daemon.get('device'), daemon.get('name')):
             try:
                 return client_environment(daemon, client)
             except MpsPlanError as exc:

@@ -328,7 +328,7 @@ REFUSED = [
      A1, ['dcgm-exporter would listen on 192.168.1.11', 'not inside gpufleet_management_cidrs']),
     # -- devices by UUID: an index names another device after a reorder
     ('an MPS daemon on a GPU index', [hostvar(H1, 'mps_daemons', [{'device': 0, 'user': 'infer'}])], H1,
-     ['mps_daemons[0].device is the integer 0', 'GPU-... or MIG-... UUID', 'indices reorder']),
+     ['mps_daemons[0].device is the integer 0', 'name a GPU by its GPU-... UUID and a MIG device by its slot', 'indices reorder']),
     ('a time-sliced GPU by index', [hostvar(H1, 'mps_time_slicing_devices', ['1']),
                                     hostvar(H1, 'mps_daemons', [{'device': 'GPU-1', 'user': 'infer'}])], H1,
      ['mps_time_slicing_devices[0] is the string "1"', 'UUID']),

@@ -91,14 +91,16 @@ def test_the_check_holds_a_path_the_owns_lack():
 
 
 def test_what_mps_owns_renders_to_each_daemons_files_and_unit():
+    # A whole GPU's daemon is named by its UUID, a MIG device's by its slot, which a reboot keeps (issue 42).
     from .conftest import RoleRender
-    plan = [{'device': 'GPU-aaa', 'pipe_directory': '/run/gpufleet-mps/GPU-aaa'},
-            {'device': 'MIG-bbb', 'pipe_directory': '/run/gpufleet-mps/MIG-bbb'}]
+    slot = 'GPU-bbb:1g.10gb:6:0'
+    plan = [{'name': 'GPU-aaa', 'device': 'GPU-aaa', 'pipe_directory': '/run/gpufleet-mps/GPU-aaa'},
+            {'name': slot, 'device': 'MIG-bbb', 'pipe_directory': '/run/gpufleet-mps/' + slot}]
     owns = RoleRender('mps', _mps_plan=plan).value('_mps_owns')
     assert owns['files'] == ['/usr/local/lib/gpufleet/gpufleet-helpers.pyz', '/etc/systemd/system/gpufleet-mps@.service',
-                             '/etc/gpufleet/mps/GPU-aaa.env', '/etc/gpufleet/mps/MIG-bbb.env',
+                             '/etc/gpufleet/mps/GPU-aaa.env', '/etc/gpufleet/mps/%s.env' % slot,
                              '/etc/systemd/system/gpufleet-mps@GPU-aaa.service.d/gpufleet.conf',
-                             '/etc/systemd/system/gpufleet-mps@MIG-bbb.service.d/gpufleet.conf']
-    assert owns['units'] == ['gpufleet-mps@GPU-aaa.service', 'gpufleet-mps@MIG-bbb.service']
+                             '/etc/systemd/system/gpufleet-mps@%s.service.d/gpufleet.conf' % slot]
+    assert owns['units'] == ['gpufleet-mps@GPU-aaa.service', 'gpufleet-mps@%s.service' % slot]
     assert owns['mps'] == [{'pipe_directory': '/run/gpufleet-mps/GPU-aaa', 'devices': ['GPU-aaa']},
-                           {'pipe_directory': '/run/gpufleet-mps/MIG-bbb', 'devices': ['MIG-bbb']}]
+                           {'pipe_directory': '/run/gpufleet-mps/' + slot, 'devices': [slot]}]

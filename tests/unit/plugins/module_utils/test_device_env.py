@@ -12,12 +12,13 @@ import os
 import pytest
 
 import simctl
-from ansible_collections.gpufleet.core.plugins.module_utils import _helper_devices
+from ansible_collections.gpufleet.core.plugins.module_utils import _helper_device_exec, _helper_devices
 from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
     DeviceMapError, check_map, device_map, device_name, read_runtime_devices, resolve_entries, runtime_devices,
     runtime_files, runtime_text, slot_named, unit_devices)
 from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_of
+from ansible_collections.gpufleet.core.plugins.module_utils._mps import MpsPlanError, plan_daemons
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import Entry
 from ansible_collections.gpufleet.core.plugins.modules import mig
 
@@ -39,12 +40,24 @@ def _units(topology):
             'gpufleet-svc-imagegen.service': (migs(3, '1g.10gb'), True)}
 
 
-@pytest.mark.parametrize('behaviour', ['new', 'stable'])
-def test_a_remade_layout_gives_the_same_map_and_runtime_files_differing_only_in_uuids(run_module, sim_host, behaviour):
+def _partitioned(run_module, sim_host, behaviour='new'):
+    """(paths, Topology) of the reference host with LAYOUTS made, MIG UUIDs given as BEHAVIOUR says."""
     paths = sim_host('reference-a100')
     simctl.mig_uuids(paths['state_file'], behaviour)
     run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
-    before = gathered_topology(run_module, paths)
+    return paths, gathered_topology(run_module, paths)
+
+
+def _rebooted(run_module, paths, layouts=None):
+    """The Topology after a reboot in which the boot unit made LAYOUTS (the same ones by default) again."""
+    simctl.reboot(paths['host_file'], paths['state_file'])
+    run_module(mig, dict(host_roots(paths), layouts=layouts or LAYOUTS))
+    return gathered_topology(run_module, paths)
+
+
+@pytest.mark.parametrize('behaviour', ['new', 'stable'])
+def test_a_remade_layout_gives_the_same_map_and_runtime_files_differing_only_in_uuids(run_module, sim_host, behaviour):
+    paths, before = _partitioned(run_module, sim_host, behaviour)
     units = _units(before)
     written = device_map(before, units)
     files_before = runtime_files(before, written)
@@ -53,9 +66,7 @@ def test_a_remade_layout_gives_the_same_map_and_runtime_files_differing_only_in_
     assert 'CDI_DEVICES' not in files_before['gpufleet-svc-llm.service']
 
     # A reboot clears the instances; the boot unit makes the same layout again.
-    simctl.reboot(paths['host_file'], paths['state_file'])
-    run_module(mig, dict(host_roots(paths), layouts=LAYOUTS))
-    after = gathered_topology(run_module, paths)
+    after = _rebooted(run_module, paths)
     again = _units(after)
     # The same placement written after the re-creation: the same map, byte for byte.
     assert json.dumps(device_map(after, again), sort_keys=True) == json.dumps(written, sort_keys=True)
@@ -198,3 +209,70 @@ def test_plan_entries_take_their_devices_from_the_runtime_files(tmp_path):
     assert (imagegen.devices, llm.devices) == ([new], [old])
     assert imagegen.uses(gpu, new) and not imagegen.uses(gpu, old) and imagegen.uses(gpu)
     assert imagegen.expectations()['gpus'] == [new] and llm.expectations()['gpus'] == [old]
+
+
+def _mps_daemons(topology):
+    """An MPS daemon on GPU 0 and one on the first 1g.10gb of GPU 3, named by its slot."""
+    gpu0 = [gpu['uuid'] for gpu in topology.gpus if gpu['index'] == 0][0]
+    small = _units(topology)['gpufleet-svc-imagegen.service'][0][0]
+    return [{'device': gpu0, 'user': 'infer'}, {'device': str(slot_of(topology, small)), 'user': 'infer'}]
+
+
+@pytest.mark.parametrize('behaviour', ['new', 'stable'])
+def test_mps_daemons_on_mig_devices_are_named_by_slot_before_and_after_a_remade_layout(run_module, sim_host, behaviour):
+    paths, before = _partitioned(run_module, sim_host, behaviour)
+    declared = _mps_daemons(before)
+    planned = plan_daemons(before, declared)
+    small = _units(before)['gpufleet-svc-imagegen.service'][0][0]
+    assert [(daemon.name, daemon.device) for daemon in planned] == [
+        (declared[0]['device'], declared[0]['device']), (declared[1]['device'], small)]
+    assert planned[1].pipe_directory == '/run/gpufleet-mps/' + declared[1]['device']
+    # Declared by the MIG device's UUID, the daemon is still named by the slot.
+    assert plan_daemons(before, [dict(declared[1], device=small)])[0].name == declared[1]['device']
+
+    after = _rebooted(run_module, paths)
+    again = plan_daemons(after, declared)
+    now = _units(after)['gpufleet-svc-imagegen.service'][0][0]
+    # The same names and directories (so the same unit, files and drop-ins); only the device UUID may differ.
+    same = ('name', 'pipe_directory', 'log_directory', 'user', 'control_commands', 'clients')
+    assert [[getattr(d, key) for key in same] for d in again] == [[getattr(d, key) for key in same] for d in planned]
+    assert again[1].device == now and (now != small) == (behaviour == 'new')
+
+
+def test_an_mps_daemon_in_an_empty_slot_or_twice_on_a_device_is_refused(run_module, sim_host):
+    _paths, topology = _partitioned(run_module, sim_host)
+    daemon = _mps_daemons(topology)[1]
+    small = _units(topology)['gpufleet-svc-imagegen.service'][0][0]
+    empty = daemon['device'].replace(':1g.10gb:', ':2g.20gb:')
+    with pytest.raises(MpsPlanError) as caught:
+        plan_daemons(topology, [dict(daemon, device=empty), daemon, dict(daemon, device=small)])
+    message = str(caught.value)
+    assert 'MPS daemon 1 (%s): the live MIG layout differs from the declared one: ' % empty in message
+    assert 'has no 2g.20gb at placement' in message
+    assert 'MPS daemon 3 (%s): daemon 2 already serves this device' % small in message
+
+
+def test_the_mps_daemon_starts_on_the_device_in_its_slot_or_not_at_all(run_module, sim_host, capsys):
+    paths, topology = _partitioned(run_module, sim_host)
+    gpu0, slot = [daemon['device'] for daemon in _mps_daemons(topology)]
+    files = HostFiles(paths['sysfs_root'], paths['procfs_root'])
+    started = []
+
+    def execute(program, args, env):
+        started.append((program, args, env['CUDA_VISIBLE_DEVICES']))
+
+    command = ['/usr/bin/nvidia-cuda-mps-control', '-d']
+    assert _helper_device_exec.main(['device-exec', slot] + command, files=files, execute=execute) == 0
+    assert _helper_device_exec.main(['device-exec', gpu0] + command, files=files, execute=execute) == 0
+    assert started == [(command[0], command, _units(topology)['gpufleet-svc-imagegen.service'][0][0]),
+                       (command[0], command, gpu0)]
+    capsys.readouterr()
+
+    # After a reboot whose layout leaves the slot empty: the daemon does not start, and the reason names the slot.
+    _rebooted(run_module, paths, [LAYOUTS[0], {'gpus': [3], 'layout': ['7g.80gb']}])
+    assert _helper_device_exec.main(['device-exec', slot] + command, files=files, execute=execute) == 1
+    assert len(started) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('gpufleet-device-exec: the live MIG layout differs from the declared one: ')
+    assert 'has no 1g.10gb at placement' in err and '(it has 7g.80gb@0)' in err
+    assert _helper_device_exec.main(['device-exec', slot], execute=execute) == 2

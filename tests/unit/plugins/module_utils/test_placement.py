@@ -209,7 +209,7 @@ def test_mps_shares():
         {'name': 'listed', 'gpus': {'mps': {}}, 'cpus': 2},
         {'name': 'direct', 'gpus': 2, 'cpus': 2}], mps_daemons=MPS_DAEMONS))
     pipe = '/run/gpufleet-mps/' + G17
-    assert plan['share']['mps'] == {'device': G17, 'pipe_directory': pipe, 'user': 'infer', 'environment': {
+    assert plan['share']['mps'] == {'name': G17, 'device': G17, 'pipe_directory': pipe, 'user': 'infer', 'environment': {
         'CUDA_MPS_PIPE_DIRECTORY': pipe, 'CUDA_VISIBLE_DEVICES': G17, 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE': '30',
         'CUDA_MPS_PINNED_DEVICE_MEM_LIMIT': '0=20G'}}
     assert plan['share']['environment'] == dict(plan['share']['mps']['environment'], CUDA_DEVICE_ORDER='PCI_BUS_ID')

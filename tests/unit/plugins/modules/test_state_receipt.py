@@ -265,7 +265,7 @@ def test_bad_input_is_refused_whole_before_anything_is_read(run_module, host):
     message = failed.value.result['msg']
     for words in ('stage "Drivers" is not a stage name', '"nvidia driver" is not a Debian package name',
                   '"etc/docker/daemon.json" is not an absolute path', '"docker" is not a systemd unit name',
-                  '"0" is not a GPU-/MIG- UUID', 'unknown keys sockets', 'stages.exporter:'):
+                  '"0" is not a GPU UUID or a MIG slot', 'unknown keys sockets', 'stages.exporter:'):
         assert words in message
     assert message.startswith('Nothing was read or changed') and not os.path.exists(host['receipts'])
     assert len(host['system'].calls) == calls
