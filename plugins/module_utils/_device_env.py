@@ -129,10 +129,11 @@ def names_devices(document):
     return any(entry['devices'] for entry in document['units'].values())
 
 
-def runtime_text(uuids, container):
-    """A unit's runtime file: the variables its unit reads, one a line (systemd's EnvironmentFile= syntax)."""
+def runtime_text(uuids, container, source=DEVICE_MAP):
+    """A unit's runtime file: the variables its unit reads, one a line (systemd's EnvironmentFile= syntax). SOURCE
+    says what the devices were resolved from: the device map, or an MPS daemon's device name."""
     lines = ['# gpufleet.core: %s resolved from %s; written at boot and by the site playbook, do not edit'
-             % ('the devices' if uuids else 'no device', DEVICE_MAP),
+             % ('the devices' if uuids else 'no device', source),
              'CUDA_VISIBLE_DEVICES=%s' % ','.join(uuids)]
     if container:
         lines.append('CDI_DEVICES=%s' % ' '.join('--device=%s=%s' % (CDI_KIND, uuid) for uuid in uuids))

@@ -74,14 +74,19 @@ def main(argv, files=None):
 def write_files(directory, written):
     """Each {unit: text} as DIRECTORY/UNIT.env, replaced whole (a unit never reads half a file); other units' files
     there removed."""
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
     for unit, text in written.items():
-        path = runtime_path(unit, directory)
-        with open(path + '.new', 'w') as handle:
-            handle.write(text)
-        os.chmod(path + '.new', 0o644)
-        os.rename(path + '.new', path)
+        write_file(runtime_path(unit, directory), text)
     for name in os.listdir(directory):
         if name.endswith('.env') and name[:-len('.env')] not in written:
             os.remove(os.path.join(directory, name))
+
+
+def write_file(path, text):
+    """PATH replaced whole by TEXT, mode 0644 (a unit never reads half a file); its directory made when missing."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    with open(path + '.new', 'w') as handle:
+        handle.write(text)
+    os.chmod(path + '.new', 0o644)
+    os.rename(path + '.new', path)

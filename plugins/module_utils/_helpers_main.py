@@ -18,12 +18,12 @@ __metaclass__ = type
 import sys
 
 from ansible_collections.gpufleet.core.plugins.module_utils import (
-    _helper_compute_mode, _helper_device_exec, _helper_devices, _helper_drift, _helper_mig_apply, _helper_watchdog)
+    _helper_compute_mode, _helper_device_env, _helper_devices, _helper_drift, _helper_mig_apply, _helper_watchdog)
 
 PROGRAM = 'gpufleet-helpers'
 COMMANDS = {
     'compute-mode': _helper_compute_mode,
-    'device-exec': _helper_device_exec,
+    'device-env': _helper_device_env,
     'devices': _helper_devices,
     'drift': _helper_drift,
     'mig-apply': _helper_mig_apply,

@@ -12,7 +12,7 @@ import os
 import pytest
 
 import simctl
-from ansible_collections.gpufleet.core.plugins.module_utils import _helper_device_exec, _helper_devices
+from ansible_collections.gpufleet.core.plugins.module_utils import _helper_device_env, _helper_devices
 from ansible_collections.gpufleet.core.plugins.module_utils._device_env import (
     DeviceMapError, check_map, device_map, device_name, read_runtime_devices, resolve_entries, runtime_devices,
     runtime_files, runtime_text, slot_named, unit_devices)
@@ -252,27 +252,27 @@ def test_an_mps_daemon_in_an_empty_slot_or_twice_on_a_device_is_refused(run_modu
     assert 'MPS daemon 3 (%s): daemon 2 already serves this device' % small in message
 
 
-def test_the_mps_daemon_starts_on_the_device_in_its_slot_or_not_at_all(run_module, sim_host, capsys):
+def test_the_mps_daemon_starts_on_the_device_in_its_slot_or_not_at_all(run_module, sim_host, tmp_path, capsys):
     paths, topology = _partitioned(run_module, sim_host)
     gpu0, slot = [daemon['device'] for daemon in _mps_daemons(topology)]
     files = HostFiles(paths['sysfs_root'], paths['procfs_root'])
-    started = []
-
-    def execute(program, args, env):
-        started.append((program, args, env['CUDA_VISIBLE_DEVICES']))
-
-    command = ['/usr/bin/nvidia-cuda-mps-control', '-d']
-    assert _helper_device_exec.main(['device-exec', slot] + command, files=files, execute=execute) == 0
-    assert _helper_device_exec.main(['device-exec', gpu0] + command, files=files, execute=execute) == 0
-    assert started == [(command[0], command, _units(topology)['gpufleet-svc-imagegen.service'][0][0]),
-                       (command[0], command, gpu0)]
+    env = tmp_path / 'run' / ('gpufleet-mps@%s.service.env' % slot)
+    whole = tmp_path / 'run' / ('gpufleet-mps@%s.service.env' % gpu0)
+    assert _helper_device_env.main(['device-env', slot, str(env)], files=files) == 0
+    assert _helper_device_env.main(['device-env', gpu0, str(whole)], files=files) == 0
+    small = _units(topology)['gpufleet-svc-imagegen.service'][0][0]
+    assert env.read_text() == runtime_text([small], False, source=slot)
+    assert runtime_devices(env.read_text()) == [small] and runtime_devices(whole.read_text()) == [gpu0]
+    assert oct(os.stat(str(env)).st_mode & 0o777) == oct(0o644)
     capsys.readouterr()
 
-    # After a reboot whose layout leaves the slot empty: the daemon does not start, and the reason names the slot.
+    # After a reboot whose layout leaves the slot empty: nothing is written (the unit's start fails), and the reason
+    # names the slot.
     _rebooted(run_module, paths, [LAYOUTS[0], {'gpus': [3], 'layout': ['7g.80gb']}])
-    assert _helper_device_exec.main(['device-exec', slot] + command, files=files, execute=execute) == 1
-    assert len(started) == 2
+    env.unlink()
+    assert _helper_device_env.main(['device-env', slot, str(env)], files=files) == 1
+    assert not env.exists()
     err = capsys.readouterr().err
-    assert err.startswith('gpufleet-device-exec: the live MIG layout differs from the declared one: ')
+    assert err.startswith('gpufleet-device-env: the live MIG layout differs from the declared one: ')
     assert 'has no 1g.10gb at placement' in err and '(it has 7g.80gb@0)' in err
-    assert _helper_device_exec.main(['device-exec', slot], execute=execute) == 2
+    assert _helper_device_env.main(['device-env', slot]) == 2
