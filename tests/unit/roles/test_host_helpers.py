@@ -72,7 +72,7 @@ def test_the_roles_no_longer_ship_their_own_copies():
 
 
 def test_the_old_module_utils_copy_goes_only_once_no_old_script_is_left():
-    tasks = role_yaml('host_helpers', 'tasks/install.yml')
+    tasks = role_yaml('host_helpers', 'tasks/retire.yml')
     removal = [task for task in tasks if task.get('ansible.builtin.file', {}).get('path', '').endswith('/python')]
     assert len(removal) == 1
     assert "selectattr('stat.exists')" in removal[0]['when'] and 'length == 0' in removal[0]['when']
