@@ -84,7 +84,9 @@ def gpus():
         total = model.get('memory_mb', 0)
         used = min(total, sum(memory.get(str(process['pid']), process.get('used_memory_mb', 0))
                               for process in state.get('processes', []) if process.get('gpu_uuid') == gpu['uuid']))
-        own = [record for record in records if record.get('gpu_uuid') == gpu['uuid']]
+        # DCGM starts again with the host: an Xid of an earlier boot is not this one's.
+        own = [record for record in records if record.get('gpu_uuid') == gpu['uuid']
+               and record.get('time', 0) >= state.get('booted_at', 0)]
         counts = {}
         for record in own:
             if record.get('time', 0) >= since:

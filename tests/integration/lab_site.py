@@ -10,10 +10,12 @@ Steps, in order (each one starts from where the previous one left the lab; each 
   again        the whole fleet once more, the quarantined host fixed: it converges, every other host reports
                changed=0 (a second run changes nothing), every audit passes, and the summary ends with Prometheus's
                address and every target up
-  reboot       hk1-a100-01 reboots outside any run, twice: its MIG instances come back with a new UUID, then with the
-               same; each time its services serve again on the devices in their slots within 60 s of the boot, from
-               the runtime files gpufleet-devices.service writes at boot, the unit files are as they were, the audit
-               of the last run's plan passes and the drift check finds no stage drifted
+  reboot       hk1-a100-01 (with an MPS daemon on a MIG slot) reboots outside any run, twice: its MIG instances come
+               back with new UUIDs, then with the same; each time its services and the daemon serve again on the
+               devices in their slots within 60 s of the boot, the unit files are as they were, the audit of the last
+               run's plan passes, the drift check finds no stage drifted, and then no alert fires for it; a third
+               reboot without one of its GPUs reaches no GPU target and starts nothing, GpusMissing names the host;
+               a fourth, with the GPU back, serves again
   rolling      a MIG change on the A100 group, one host at a time: a probe sees both hosts' services never down at once;
                the new layout then goes into the inventory (host_vars), so that later runs keep it
   lost         a host's container stops during the partition stage of a run of its data centre (its partition
@@ -275,6 +277,8 @@ def step_refused():
 
 
 def step_quarantine():
+    install_mps_control(REBOOT_HOST)
+    host_vars(REBOOT_HOST, reboot_host_vars())
     rc, output, recap, summary = site(dict(ONE_BATCH, gpufleet_preflight_policy='skip_failed'))
     check(rc == 0, 'skip_failed: the run failed', output)
     check(line_of(summary, BAD_HOST).startswith(BAD_HOST + ': QUARANTINED by preflight, not changed: '),
@@ -323,6 +327,23 @@ def step_again():
 
 REBOOT_HOST = 'hk1-a100-01'
 DEVICE_MAP = '/etc/gpufleet/devices.json'
+# The reboot host also has an MPS daemon on a MIG device, by its slot: GPU 2's second 3g.40gb, which every layout
+# of the later steps keeps (step rolling changes GPU 3 only). Declared from the first converge on (step quarantine).
+REBOOT_MPS_GPU = 2
+REBOOT_MPS_USER = 'gpufleet-mps-lab'
+# The lab's Prometheus evaluates the rules every 5 s (tests/lab/write_inventory.py).
+LAB_EVALUATION_SECONDS = 5
+
+
+def reboot_mps_slot():
+    described = json.loads(on_host(REBOOT_HOST, 'cat %s' % SIM_HOST))
+    return '%s:3g.40gb:4:0' % described['gpus'][REBOOT_MPS_GPU]['uuid']
+
+
+def reboot_host_vars():
+    """The reboot host's host_vars: its MPS daemon on a MIG slot."""
+    return {'mps_daemons': [{'device': reboot_mps_slot(), 'user': REBOOT_MPS_USER,
+                             'default_active_thread_percentage': 50}]}
 
 
 def process_environment(host, unit):
@@ -349,58 +370,125 @@ def booted_again(host, boot):
     return len(lines) == 2 and lines[0] != boot and lines[1] in ('running', 'degraded')
 
 
-def reboot_outside_a_run(host, unit, slot, unit_file):
-    """Reboot HOST outside any run and wait until its services are active again, with no Ansible run: (the UUID of
-    UNIT's device before, after, seconds from the boot to the last service active)."""
-    before = process_environment(host, unit).get('CUDA_VISIBLE_DEVICES')
-    check(before == slot_device(host, slot) and before.startswith('MIG-'),
-          '%s does not run on the device in its slot %s before the reboot: %s' % (unit, slot, before))
+def on_slot_devices(host, units):
+    """{unit: (its main process's CUDA_VISIBLE_DEVICES, the UUID of the MIG device in its slot now)}, for UNITS
+    {unit: slot}."""
+    return dict((unit, (process_environment(host, unit).get('CUDA_VISIBLE_DEVICES'), slot_device(host, slot)))
+                for unit, slot in units.items())
+
+
+def reboot_outside_a_run(host, units, unit_file):
+    """Reboot HOST outside any run and wait until its services and MPS daemon are active again, with no Ansible run:
+    (each of UNITS' ({unit: slot}) device before, after, seconds from the boot to the last unit active)."""
+    before = on_slot_devices(host, units)
+    check(all(found == now and now.startswith('MIG-') for found, now in before.values()),
+          'a unit does not run on the device in its slot before the reboot: %s' % before)
     boot = on_host(host, 'cat %s' % BOOT_ID).strip()
     on_host(host, 'systemctl reboot', check_rc=False)
     until('%s booted again' % host, lambda: booted_again(host, boot), timeout=120, every=1)
-    until('%s active again within 60 s of the boot' % ', '.join(SERVICES), lambda: on_host(
-        host, 'systemctl is-active %s' % ' '.join(SERVICES), check_rc=False).split() == ['active'] * 2,
+    active = SERVICES + [unit for unit in units if unit not in SERVICES]
+    until('%s active again within 60 s of the boot' % ', '.join(active), lambda: on_host(
+        host, 'systemctl is-active %s' % ' '.join(active), check_rc=False).split() == ['active'] * len(active),
         timeout=60, every=1)
-    # The boot's time is when the lab's boot script wrote the boot id; each service's, when systemd made it active.
+    # The boot's time is when the lab's boot script wrote the boot id; each unit's, when systemd made it active.
     times = on_host(host, 'stat -c %%Y %s; systemctl show -P ActiveEnterTimestamp --timestamp=unix %s'
-                    % (BOOT_ID, ' '.join(SERVICES))).split()
-    booted, active = int(times[0]), max(int(value.lstrip('@')) for value in times[1:])
-    after = process_environment(host, unit).get('CUDA_VISIBLE_DEVICES')
-    now = slot_device(host, slot)
-    check(after == now, '%s runs on %s after the reboot, not on %s, the device in its slot %s' % (unit, after, now, slot))
-    check(on_host(host, 'cat /etc/systemd/system/%s' % unit) == unit_file, 'the reboot changed the unit file')
+                    % (BOOT_ID, ' '.join(active))).split()
+    booted, last = int(times[0]), max(int(value.lstrip('@')) for value in times[1:])
+    after = on_slot_devices(host, units)
+    check(all(found == now for found, now in after.values()),
+          'a unit does not run on the device in its slot after the reboot ({unit: (its device, the slot\'s)}): %s'
+          % after)
+    check(on_host(host, 'cat /etc/systemd/system/%s' % SERVICES[1]) == unit_file, 'the reboot changed the unit file')
     converged = dict((stage, (0, 0)) for stage in RECEIPT_STAGES)
     check(drift_metric(host) == converged, 'the drift check after the reboot: %s' % drift_metric(host))
     # The audit of the plan the last run wrote, which names the first UUID: each service holds the device in its slot.
     audit = module(host, 'gpufleet.core.numa_audit', {'plan_file': PLAN_FILE, 'sample_seconds': 0})
     check(audit.get('passed') is True, 'the audit after the reboot: %s' % json.dumps(audit.get('services'))[:3000])
-    return before, after, active - booted
+    return (dict((unit, found) for unit, (found, _now) in before.items()),
+            dict((unit, found) for unit, (found, _now) in after.items()), last - booted)
 
 
 def step_reboot():
     # A reboot outside any run (a power event, a kernel update): the MIG instances are made again at boot. A driver
-    # may give them new UUIDs or keep them; either way the services serve again on the devices in their slots without
-    # a site run, their unit files untouched, no stage drifted (docs/drift.md). Two reboots show both: with the
-    # simulator told to keep UUIDs (a device made where one was gets the UUID of that place), the first reboot still
-    # changes the UUID the site run saw (made under the default, a new UUID each time), and the second keeps it.
+    # may give them new UUIDs or keep them; either way the services and the MPS daemon serve again on the devices in
+    # their slots without a site run, the unit files untouched, no stage drifted (docs/drift.md). Two reboots show
+    # both: with the simulator told to keep UUIDs (a device made where one was gets the UUID of that place), the first
+    # reboot still changes the UUID the site run saw (made under the default, a new UUID each time), and the second
+    # keeps it.
     unit = SERVICES[1]  # imagegen, on a 3g.40gb
     slot, = json.loads(on_host(REBOOT_HOST, 'cat %s' % DEVICE_MAP))['units'][unit]['devices']
+    daemon_slot = reboot_mps_slot()
+    units = {unit: slot, 'gpufleet-mps@%s.service' % daemon_slot: daemon_slot}
     unit_file = on_host(REBOOT_HOST, 'cat /etc/systemd/system/%s' % unit)
     first = process_environment(REBOOT_HOST, unit).get('CUDA_VISIBLE_DEVICES')
     check(first and first not in unit_file, 'the unit file names the MIG device by UUID:\n' + unit_file)
     on_host(REBOOT_HOST, '%s mig-uuids %s stable' % (SIMCTL, SIM_STATE))
     try:
-        before, after, took = reboot_outside_a_run(REBOOT_HOST, unit, slot, unit_file)
-        check(after != before, 'the MIG device in slot %s kept the UUID %s the site run saw' % (slot, before))
-        print('lab_site: reboot: a new UUID: %s on %s (slot %s), was %s; services active %d s after the boot; audit '
-              'passed, no stage drifted' % (unit, after, slot, before, took))
-        before, after, took = reboot_outside_a_run(REBOOT_HOST, unit, slot, unit_file)
+        before, after, took = reboot_outside_a_run(REBOOT_HOST, units, unit_file)
+        check(all(after[name] != before[name] for name in units),
+              'a MIG device kept the UUID the site run saw: %s, now %s' % (before, after))
+        moved = ', '.join('%s on %s (slot %s)' % (name, after[name], units[name]) for name in sorted(units))
+        print('lab_site: reboot: new UUIDs: %s; the services and the MPS daemon active %d s after the boot; audit '
+              'passed, no stage drifted' % (moved, took))
+        before, after, took = reboot_outside_a_run(REBOOT_HOST, units, unit_file)
     finally:
         on_host(REBOOT_HOST, '%s mig-uuids %s new' % (SIMCTL, SIM_STATE))
-    check(after == before, 'the MIG device in slot %s has a new UUID %s, though the simulator keeps them' % (slot, after))
+    check(after == before, 'a MIG device has a new UUID though the simulator keeps them: %s, was %s' % (after, before))
     check(first in on_host(REBOOT_HOST, 'cat %s' % PLAN_FILE), 'the plan file changed without a run')
-    print('lab_site: reboot: kept UUIDs: %s on %s (slot %s); services active %d s after the boot; audit passed, no '
-          'stage drifted' % (unit, after, slot, took))
+    # The soak: Prometheus has scraped the host since it booted and evaluated the pack: nothing fires for it.
+    booted = float(on_host(REBOOT_HOST, 'stat -c %%Y %s' % BOOT_ID))
+    until('every target of %s scraped since its boot' % REBOOT_HOST,
+          lambda: scraped_since(REBOOT_HOST) > booted + 5, timeout=60, every=1)
+    time.sleep(LAB_EVALUATION_SECONDS)
+    check(firing(REBOOT_HOST) == [], 'alerts fire for %s after the reboots: %s' % (REBOOT_HOST, firing(REBOOT_HOST)))
+    print('lab_site: reboot: kept UUIDs: %s; the services and the MPS daemon active %d s after the boot; audit passed, '
+          'no stage drifted, no alert firing' % (', '.join(sorted(after.values())), took))
+    reboot_without_a_gpu(list(units))
+
+
+def scraped_since(host):
+    """When Prometheus last scraped every target of HOST (the oldest of their last scrapes), 0 before any."""
+    result = prometheus('/api/v1/query?query=' + urllib.request.quote('min(timestamp(up{host="%s"}))' % host))['result']
+    return float(result[0]['value'][1]) if result else 0
+
+
+def reboot_without_a_gpu(units):
+    """A GPU that does not come back from a reboot (off the bus for good): the layout cannot be made again and its
+    slots stay empty, so the boot units fail, gpufleet-gpu.target is not reached, no service or MPS daemon starts on
+    a wrong device, and GpusMissing names the host. Then the board is replaced and a reboot brings everything back."""
+    broken = json.loads(on_host(REBOOT_HOST, 'cat %s' % SIM_HOST))['gpus'][REBOOT_MPS_GPU]['uuid']
+    on_host(REBOOT_HOST, '%s break-gpu %s %s %s' % (SIMCTL, SIM_HOST, SIM_STATE, broken))
+    try:
+        boot = on_host(REBOOT_HOST, 'cat %s' % BOOT_ID).strip()
+        on_host(REBOOT_HOST, 'systemctl reboot', check_rc=False)
+        until('%s booted again' % REBOOT_HOST, lambda: booted_again(REBOOT_HOST, boot), timeout=120, every=1)
+        boot_units = ['gpufleet-mig.service', 'gpufleet-devices.service']
+        until('%s failed' % ' and '.join(boot_units), lambda: on_host(
+            REBOOT_HOST, 'systemctl is-failed %s' % ' '.join(boot_units), check_rc=False).split() == ['failed'] * 2,
+            timeout=60, every=1)
+        target = on_host(REBOOT_HOST, 'systemctl is-active gpufleet-gpu.target', check_rc=False).strip()
+        check(target != 'active', 'gpufleet-gpu.target was reached without GPU %s' % broken)
+        pids = dict((unit, main_pid(REBOOT_HOST, unit)) for unit in SERVICES + units)
+        check(set(pids.values()) == {0}, 'a unit runs though its devices could not be found: %s' % pids)
+        journal = on_host(REBOOT_HOST, 'journalctl -b -u gpufleet-devices.service -o cat --no-pager')
+        check('fallen off the bus' in journal, 'the devices unit does not say why: ' + journal[-2000:])
+        missing = until('GpusMissing for %s' % REBOOT_HOST, lambda: [
+            alert for alert in prometheus('/api/v1/alerts')['alerts'] if alert['labels']['alertname'] == 'GpusMissing'
+            and alert['labels'].get('host') == REBOOT_HOST], timeout=60, every=1)
+        print('lab_site: reboot: without GPU %s: %s failed, gpufleet-gpu.target not reached, no service or MPS daemon '
+              'started; GpusMissing %s for %s' % (broken, ' and '.join(boot_units), missing[0]['state'], REBOOT_HOST))
+    finally:
+        on_host(REBOOT_HOST, '%s repair-gpu %s %s' % (SIMCTL, SIM_STATE, broken))
+        boot = on_host(REBOOT_HOST, 'cat %s' % BOOT_ID).strip()
+        on_host(REBOOT_HOST, 'systemctl reboot', check_rc=False)
+        until('%s booted again' % REBOOT_HOST, lambda: booted_again(REBOOT_HOST, boot), timeout=120, every=1)
+    active = SERVICES + [unit for unit in units if unit not in SERVICES] + ['gpufleet-gpu.target']
+    until('%s active again once the GPU is back' % ', '.join(active), lambda: on_host(
+        REBOOT_HOST, 'systemctl is-active %s' % ' '.join(active), check_rc=False).split() == ['active'] * len(active),
+        timeout=60, every=1)
+    # The previous boot's Xid 79 is not this boot's: what fired for the lost GPU resolves (the next steps' gates).
+    until('no alert firing for %s once the GPU is back' % REBOOT_HOST, lambda: firing(REBOOT_HOST) == [], timeout=60,
+          every=1)
 
 
 class Probe(threading.Thread):
@@ -450,7 +538,7 @@ def step_rolling():
         check(profiles == [[], [], [9, 9], [9, 19, 19, 19]], '%s: the new layout is not in place: %s' % (host, profiles))
     # The operator commits the layout the fleet now has: the later steps' runs keep it.
     for host in A100:
-        host_vars(host, layout)
+        host_vars(host, dict(layout, **(reboot_host_vars() if host == REBOOT_HOST else {})))
 
 
 def step_lost():
@@ -1064,12 +1152,17 @@ DESTROY_GPU_INSTANCE = (
     "pynvml.nvmlGpuInstanceDestroy(gi)'")
 
 
-def step_drift():
-    # An MPS daemon on DRIFT_HOST (the lab has none otherwise): tests/mps_sim's double, one daemon on a free GPU.
+def install_mps_control(host):
+    """tests/mps_sim's double of nvidia-cuda-mps-control where the real one lives (a lab host has none)."""
     subprocess.check_call(['podman', 'cp', os.path.join(REPO, 'tests', 'mps_sim', 'nvidia-cuda-mps-control'),
-                           '%s:/usr/bin/nvidia-cuda-mps-control' % container(DRIFT_HOST)])
-    on_host(DRIFT_HOST, "sed -i '1s,.*,#!/usr/bin/python3,' /usr/bin/nvidia-cuda-mps-control && "
-                        "chmod 0755 /usr/bin/nvidia-cuda-mps-control")
+                           '%s:/usr/bin/nvidia-cuda-mps-control' % container(host)])
+    on_host(host, "sed -i '1s,.*,#!/usr/bin/python3,' /usr/bin/nvidia-cuda-mps-control && "
+                  "chmod 0755 /usr/bin/nvidia-cuda-mps-control")
+
+
+def step_drift():
+    # An MPS daemon on DRIFT_HOST: one daemon on a free GPU.
+    install_mps_control(DRIFT_HOST)
     described = json.loads(on_host(DRIFT_HOST, 'cat %s' % SIM_HOST))
     gpu_uuid = described['gpus'][DRIFT_MPS_GPU]['uuid']
     pipe = '/run/gpufleet-mps/%s' % gpu_uuid

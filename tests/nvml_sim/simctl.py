@@ -63,6 +63,8 @@ def reboot(host_path, state_path):
             gpu['mig_current'] = gpu['mig_pending']
     state['processes'] = []
     state['process_memory'] = {}
+    # What DCGM reports starts again at boot: the Xid records before this time are the previous boot's.
+    state['booted_at'] = time.time()
     _save(state_path, state)
 
 
