@@ -14,8 +14,8 @@ Steps, in order (each one starts from where the previous one left the lab; each 
                back with new UUIDs, then with the same; each time its services and the daemon serve again on the
                devices in their slots within 60 s of the boot, the unit files are as they were, the audit of the last
                run's plan passes, the drift check finds no stage drifted, and then no alert fires for it; a third
-               reboot without one of its GPUs reaches no GPU target and starts nothing, GpusMissing names the host;
-               a fourth, with the GPU back, serves again
+               reboot without one of its GPUs reaches no GPU target and starts nothing, GpusMissing names the host
+               and the watchdog quarantines the GPU; a fourth, with the GPU back, serves again
   rolling      a MIG change on the A100 group, one host at a time: a probe sees both hosts' services never down at once;
                the new layout then goes into the inventory (host_vars), so that later runs keep it
   lost         a host's container stops during the partition stage of a run of its data centre (its partition
@@ -475,13 +475,22 @@ def reboot_without_a_gpu(units):
         missing = until('GpusMissing for %s' % REBOOT_HOST, lambda: [
             alert for alert in prometheus('/api/v1/alerts')['alerts'] if alert['labels']['alertname'] == 'GpusMissing'
             and alert['labels'].get('host') == REBOOT_HOST], timeout=60, every=1)
+        # The watchdog's check (its timer's, run now) quarantines the GPU that did not come back.
+        watchdog_check(REBOOT_HOST)
+        check([line for line in acted(REBOOT_HOST) if line.startswith('ACT quarantine') and broken in line],
+              'the watchdog did not quarantine the GPU that did not come back: %s' % acted(REBOOT_HOST))
         print('lab_site: reboot: without GPU %s: %s failed, gpufleet-gpu.target not reached, no service or MPS daemon '
-              'started; GpusMissing %s for %s' % (broken, ' and '.join(boot_units), missing[0]['state'], REBOOT_HOST))
+              'started; GpusMissing %s for %s; the watchdog quarantined the GPU' % (
+                  broken, ' and '.join(boot_units), missing[0]['state'], REBOOT_HOST))
     finally:
         on_host(REBOOT_HOST, '%s repair-gpu %s %s' % (SIMCTL, SIM_STATE, broken))
         boot = on_host(REBOOT_HOST, 'cat %s' % BOOT_ID).strip()
         on_host(REBOOT_HOST, 'systemctl reboot', check_rc=False)
         until('%s booted again' % REBOOT_HOST, lambda: booted_again(REBOOT_HOST, boot), timeout=120, every=1)
+        # The operator, the board replaced, lifts the quarantine; the next check reports it lifted.
+        on_host(REBOOT_HOST, 'python3 /usr/local/lib/gpufleet/gpufleet-helpers.pyz watchdog /etc/gpufleet/watchdog.json '
+                             '--clear-quarantine')
+        watchdog_check(REBOOT_HOST)
     active = SERVICES + [unit for unit in units if unit not in SERVICES] + ['gpufleet-gpu.target']
     until('%s active again once the GPU is back' % ', '.join(active), lambda: on_host(
         REBOOT_HOST, 'systemctl is-active %s' % ' '.join(active), check_rc=False).split() == ['active'] * len(active),
@@ -634,7 +643,8 @@ def watchdog_check(host):
 
 
 def acted(host):
-    return [line for line in on_host(host, 'journalctl -u gpufleet-watchdog.service -o cat --no-pager').splitlines()
+    """What the host's watchdog did in this boot."""
+    return [line for line in on_host(host, 'journalctl -b -u gpufleet-watchdog.service -o cat --no-pager').splitlines()
             if line.startswith('ACT ')]
 
 

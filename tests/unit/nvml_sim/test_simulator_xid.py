@@ -169,3 +169,16 @@ def test_the_journalctl_stand_in_shows_the_kernel_lines_after_a_cursor(sim_hosts
     assert [json.loads(line)['__CURSOR'] for line in after] == [entries[1]['__CURSOR']]
     refused = journalctl('-k', '-o', 'json', '--after-cursor=s=0123;i=9')
     assert refused.returncode == 1 and 'Failed to seek to cursor' in refused.stderr
+
+
+def test_the_kernel_log_and_its_xid_lines_are_the_current_boots(sim_hosts):
+    served = sim_hosts.with_gpus('A100-80GB-PCIe', 2)
+    pynvml.nvmlInit()
+    pynvml.nvmlShutdown()  # a session has written the state, as on a host that ran
+    simctl.inject_xid(served['host_file'], served['state_file'], GPU0, 79)
+    assert len(journalctl('-k', '-o', 'json', '-b').stdout.splitlines()) == 1
+    simctl.reboot(served['host_file'], served['state_file'])
+    assert journalctl('-k', '-o', 'json', '-b').stdout == ''
+    simctl.inject_xid(served['host_file'], served['state_file'], GPU1, 13)
+    assert [json.loads(line)['MESSAGE'].split('): ')[1][:2] for line in journalctl('-k', '-o', 'json').stdout.splitlines()] \
+        == ['13']
