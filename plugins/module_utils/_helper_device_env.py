@@ -24,12 +24,8 @@ import sys
 
 from ansible_collections.gpufleet.core.plugins.module_utils._device_env import is_gpu_uuid, runtime_text
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-from ansible_collections.gpufleet.core.plugins.module_utils._helper_devices import write_file
-from ansible_collections.gpufleet.core.plugins.module_utils._host import HostFiles
+from ansible_collections.gpufleet.core.plugins.module_utils._helper_devices import host_topology, write_file
 from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import parse_slot, resolve
-from ansible_collections.gpufleet.core.plugins.module_utils._nvml import pynvml
-from ansible_collections.gpufleet.core.plugins.module_utils._topology import Topology
-from ansible_collections.gpufleet.core.plugins.module_utils._topology_facts import gather
 
 SUMMARY = "write the runtime file of a GPU, or of the MIG device in a slot now (the MPS daemon's unit)"
 PROGRAM = 'gpufleet-device-env'
@@ -42,18 +38,10 @@ def main(argv, files=None):
         return 2
     name, path = argv[1], argv[2]
     try:
-        uuid = name if is_gpu_uuid(name) else device_now(parse_slot(name), files)
+        uuid = name if is_gpu_uuid(name) else resolve(host_topology(files), [parse_slot(name)])[name]
     except GpufleetError as exc:
         sys.stderr.write('%s: %s\n' % (PROGRAM, exc))
         return 1
     write_file(path, runtime_text([uuid], False, source=name))
     sys.stdout.write('%s: %s is %s now\n' % (PROGRAM, name, uuid))
     return 0
-
-
-def device_now(slot, files=None):
-    """The UUID of the MIG device in SLOT on the devices present now."""
-    if pynvml is None:
-        raise GpufleetError('nvidia-ml-py (pynvml) is not installed')
-    topology = Topology(gather(files or HostFiles('/sys', '/proc'), pynvml, require_gpus=True))
-    return resolve(topology, [slot])[str(slot)]

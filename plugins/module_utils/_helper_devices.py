@@ -57,10 +57,7 @@ def main(argv, files=None):
         topology = None
         # A host whose services run on no GPU (a CPU-only host) has nothing to resolve and may have no NVML.
         if names_devices(check_map(document, map_path)):
-            if pynvml is None:
-                sys.stderr.write('%s: nvidia-ml-py (pynvml) is not installed\n' % PROGRAM)
-                return 1
-            topology = Topology(gather(files or HostFiles('/sys', '/proc'), pynvml, require_gpus=True))
+            topology = host_topology(files)
         written = runtime_files(topology, document)
     except GpufleetError as exc:
         sys.stderr.write('%s: %s\n' % (PROGRAM, exc))
@@ -90,3 +87,10 @@ def write_file(path, text):
         handle.write(text)
     os.chmod(path + '.new', 0o644)
     os.rename(path + '.new', path)
+
+
+def host_topology(files=None):
+    """The Topology of the host's GPUs now, through NVML (FILES: the host's /sys and /proc, HostFiles)."""
+    if pynvml is None:
+        raise GpufleetError('nvidia-ml-py (pynvml) is not installed')
+    return Topology(gather(files or HostFiles('/sys', '/proc'), pynvml, require_gpus=True))

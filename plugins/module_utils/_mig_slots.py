@@ -59,6 +59,11 @@ def slot_form(text):
     return Slot(gpu, profile, int(start), int(ordinal))
 
 
+def is_device_name(text):
+    """Whether TEXT names a device as a declaration or a receipt may: a GPU-/MIG- UUID, or a MIG device's slot."""
+    return isinstance(text, str) and (is_device_uuid(text) or slot_form(text) is not None)
+
+
 def parse_slot(text):
     """The Slot that ``text`` names; MigSlotError naming the form otherwise."""
     slot = slot_form(text)

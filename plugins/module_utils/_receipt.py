@@ -27,8 +27,8 @@ import time
 
 from ansible_collections.gpufleet.core.plugins.module_utils._diff import make_diff
 from ansible_collections.gpufleet.core.plugins.module_utils._errors import GpufleetError
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_form
-from ansible_collections.gpufleet.core.plugins.module_utils._values import is_device_uuid, is_path, is_unit_name, shown
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import is_device_name
+from ansible_collections.gpufleet.core.plugins.module_utils._values import is_path, is_unit_name, shown
 
 RECEIPT_VERSION = 1
 RECEIPT_DIR = '/var/lib/gpufleet/receipts'
@@ -74,7 +74,7 @@ def _mps_problems(where, value):
         if not isinstance(daemon['pipe_directory'], str) or not is_path(daemon['pipe_directory']):
             problems.append('%s.pipe_directory: %s is not an absolute path' % (here, shown(daemon['pipe_directory'])))
         problems.extend(_list_problems(here + '.devices', daemon['devices'],
-                                       lambda name: is_device_uuid(name) or slot_form(name) is not None,
+                                       is_device_name,
                                        'a GPU UUID or a MIG slot (GPU-UUID:PROFILE:START:ORDINAL)'))
     return problems
 

@@ -15,7 +15,7 @@ __metaclass__ = type
 import difflib
 import re
 
-from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import slot_form
+from ansible_collections.gpufleet.core.plugins.module_utils._mig_slots import is_device_name
 from ansible_collections.gpufleet.core.plugins.module_utils._plan import is_service_name
 from ansible_collections.gpufleet.core.plugins.module_utils._role_checker import (
     DCGM_FIELD, MISSING, RoleChecker, flow_style, full_match, strings_problem)
@@ -73,7 +73,7 @@ def _device_uuid_problem(where, value):
 
 def _daemon_device_problem(where, value):
     """An MPS daemon's device: a device UUID, or a MIG device's slot, which a reboot keeps."""
-    if is_device_uuid(value) or slot_form(value) is not None:
+    if is_device_name(value):
         return None
     return ('%s is %s; name a GPU by its GPU-... UUID and a MIG device by its slot GPU-UUID:PROFILE:START:ORDINAL '
             '(or its MIG-... UUID), as gpufleet_topology reports them (indices reorder)' % (where, describe(value)))
